@@ -1,0 +1,279 @@
+"""Exact sparse search speed: ExactSearcher vs a DuckDB SQL join-and-group-by vs a scipy CSR baseline.
+
+Synthetic collection: ``--docs`` documents (default 200k) with ~``--nnz`` (150) distinct terms each, drawn from a
+Zipf-like distribution over |V| = 30,522 (p(rank r) ∝ 1/(r + 10)); ``--queries`` (1,000) queries with ~30 terms
+from the same distribution; weights log-normal. All three methods compute the exact top-``k`` (1,000) by dot
+product; results are checked to be identical up to ties at the k-th place (and float32 summation order).
+
+Run:  .venv/bin/python benchmarks/search_bench.py [--out outputs/benchmarks/search.json]
+Goal: ExactSearcher QPS >= 10x DuckDB SQL and >= the scipy baseline (ratios in the JSON).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+VOCAB = 30522
+
+
+def zipf_probs(vocab: int = VOCAB, offset: float = 10.0, seed: int = 0) -> np.ndarray:
+    """p(term) ∝ 1/(rank + offset), ranks randomly permuted over term ids (frequent terms are not all low ids)."""
+    p = 1.0 / (np.arange(vocab) + offset)
+    p /= p.sum()
+    return p[np.random.default_rng(seed).permutation(vocab)]
+
+
+def sample_sparse(rng: np.random.Generator, n: int, nnz: int, probs: np.ndarray
+                  ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """n sparse vectors with ~nnz distinct terms each (vectorised draw, duplicates removed per row)."""
+    draws = int(nnz * 1.25) + 4
+    cdf = np.cumsum(probs)
+    t = np.searchsorted(cdf, rng.random((n, draws)) * cdf[-1]).astype(np.int32)
+    t.sort(axis=1)
+    keep = np.ones_like(t, dtype=bool)
+    keep[:, 1:] = t[:, 1:] != t[:, :-1]
+    # cap at nnz distinct terms per row: drop a random subset of the excess
+    csum = np.cumsum(keep, axis=1)
+    keep &= csum <= nnz + rng.integers(-nnz // 10, nnz // 10 + 1, size=(n, 1))
+    ids, ws = [], []
+    w_all = rng.lognormal(mean=-0.5, sigma=0.6, size=t.shape).astype(np.float32)
+    for i in range(n):
+        m = keep[i]
+        ids.append(t[i, m])
+        ws.append(w_all[i, m])
+    return ids, ws
+
+
+def write_synthetic_shards(out_dir: Path, n_docs: int, nnz: int = 150, rows_per_shard: int = 50_000,
+                           seed: int = 0, show_progress: bool = True) -> dict:
+    """Write ``n_docs`` synthetic documents as Parquet sparse shards (chunked: memory stays per-shard)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from tqdm.auto import tqdm
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    probs = zipf_probs(seed=seed)
+    n_post = 0
+    schema = pa.schema([("doc_id", pa.string()), ("term_ids", pa.list_(pa.int32())),
+                        ("weights", pa.list_(pa.float32()))])
+    with tqdm(total=n_docs, unit="doc", desc="synthetic shards", disable=not show_progress) as bar:
+        for s, start in enumerate(range(0, n_docs, rows_per_shard)):
+            n = min(rows_per_shard, n_docs - start)
+            ids, ws = sample_sparse(rng, n, nnz, probs)
+            lens = np.fromiter((len(x) for x in ids), dtype=np.int32, count=n)
+            offs = np.zeros(n + 1, dtype=np.int32)
+            np.cumsum(lens, out=offs[1:])
+            tab = pa.Table.from_arrays([
+                pa.array([f"d{start + i}" for i in range(n)], pa.string()),
+                pa.ListArray.from_arrays(pa.array(offs), pa.array(np.concatenate(ids), pa.int32())),
+                pa.ListArray.from_arrays(pa.array(offs), pa.array(np.concatenate(ws), pa.float32())),
+            ], schema=schema)
+            pq.write_table(tab, out_dir / f"part-{s:05d}.parquet")
+            n_post += int(lens.sum())
+            bar.update(n)
+    manifest = {"vocab_size": VOCAB, "n_docs": n_docs, "n_postings": n_post, "synthetic": True, "seed": seed}
+    (out_dir / "manifest.json").write_text(json.dumps(manifest))
+    return manifest
+
+
+def scipy_baseline(index_dir: Path, n_docs: int, vocab: int):
+    """Plain scipy: term-major CSR (|V| x N); a query batch (B x |V|) @ it -> (B x N) sparse scores."""
+    import scipy.sparse as sp
+
+    off = np.load(index_dir / "offsets.npy")
+    pdoc = np.load(index_dir / "postings_doc.npy")
+    pw = np.load(index_dir / "postings_weight.npy")
+    M = sp.csr_matrix((pw, pdoc, off), shape=(vocab, n_docs))
+
+    def search(q_ids, q_ws, k):
+        Q = len(q_ids)
+        rows = np.repeat(np.arange(Q), [len(x) for x in q_ids])
+        Qm = sp.csr_matrix((np.concatenate(q_ws), (rows, np.concatenate(q_ids))), shape=(Q, vocab))
+        R = (Qm @ M).tocsr()
+        out_s = np.full((Q, k), -np.inf, np.float32)
+        out_d = np.full((Q, k), -1, np.int64)
+        for i in range(Q):
+            a, b = R.indptr[i], R.indptr[i + 1]
+            d, v = R.indices[a:b], R.data[a:b]
+            if len(v) > k:
+                part = np.argpartition(-v, k - 1)[:k]
+                d, v = d[part], v[part]
+            o = np.lexsort((d, -v))
+            out_s[i, :len(o)] = v[o]
+            out_d[i, :len(o)] = d[o]
+        return out_s, out_d
+
+    return search
+
+
+def duckdb_baseline(index_dir: Path, threads: int | None = None):
+    """Exact search in SQL: postings table (sorted by term) joined with the query's terms, grouped by document."""
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    if threads:
+        con.execute(f"SET threads = {threads}")
+    off = np.load(index_dir / "offsets.npy")
+    pdoc = np.load(index_dir / "postings_doc.npy")
+    pw = np.load(index_dir / "postings_weight.npy")
+    term = np.repeat(np.arange(len(off) - 1, dtype=np.int32), np.diff(off))
+    import pyarrow as pa
+
+    tab = pa.table({"term_id": term, "doc_idx": pdoc, "weight": pw})  # noqa: F841 (read by DuckDB)
+    con.execute("CREATE TABLE postings AS SELECT * FROM tab ORDER BY term_id, doc_idx")
+    del tab, term
+
+    def search_one(t, w, k):
+        q = pa.table({"term_id": np.asarray(t, np.int32), "qw": np.asarray(w, np.float32)})  # noqa: F841
+        rows = con.execute(
+            "SELECT p.doc_idx, sum(q.qw * p.weight) AS s FROM q JOIN postings p ON p.term_id = q.term_id "
+            "GROUP BY p.doc_idx ORDER BY s DESC, p.doc_idx ASC LIMIT ?", [k]).fetchnumpy()
+        return rows["s"].astype(np.float32), rows["doc_idx"].astype(np.int64)
+
+    return search_one
+
+
+def compare(ref_s, ref_d, s, d, rtol=1e-4) -> dict:
+    """Identical top-k up to ties: same scores (rtol) rank by rank, same documents wherever the score is not
+    within rtol of the k-th score (a tie region where any order/selection is valid)."""
+    max_rel = 0.0
+    mismatched_queries = 0
+    for i in range(len(ref_s)):
+        v = ref_d[i] >= 0
+        if not np.array_equal(v, d[i] >= 0):
+            mismatched_queries += 1
+            continue
+        a, b = ref_s[i][v], s[i][v]
+        if len(a) == 0:
+            continue
+        rel = np.abs(a - b) / np.maximum(np.abs(a), 1e-12)
+        max_rel = max(max_rel, float(rel.max()))
+        kth = a[-1]
+        safe = a > kth * (1 + rtol)
+        if set(ref_d[i][v][safe].tolist()) != set(d[i][v][b > kth * (1 + rtol)].tolist()):
+            mismatched_queries += 1
+    return {"queries_compared": int(len(ref_s)), "mismatched_queries": mismatched_queries,
+            "max_rel_score_diff": max_rel, "identical_up_to_ties": mismatched_queries == 0 and max_rel <= rtol}
+
+
+def main(argv=None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--docs", type=int, default=200_000)
+    ap.add_argument("--nnz", type=int, default=150)
+    ap.add_argument("--queries", type=int, default=1000)
+    ap.add_argument("--query-nnz", type=int, default=30)
+    ap.add_argument("--k", type=int, default=1000)
+    ap.add_argument("--sql-queries", type=int, default=50, help="queries timed for the slow DuckDB SQL baseline")
+    ap.add_argument("--batch-size", type=int, default=256)
+    ap.add_argument("--work-dir", default=None, help="where to write shards and index (default: a temp dir)")
+    ap.add_argument("--out", default="outputs/benchmarks/search.json")
+    args = ap.parse_args(argv)
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "platform"))
+    from lexray.config import IndexConfig
+    from lexray.index.build import build_index
+    from lexray.index.search import ExactSearcher
+
+    work = Path(args.work_dir) if args.work_dir else Path(tempfile.mkdtemp(prefix="lexray-search-bench-"))
+    res: dict = {"config": vars(args), "machine": {"cpus": os.cpu_count(), "python": platform.python_version()}}
+    try:
+        t0 = time.perf_counter()
+        write_synthetic_shards(work / "shards", args.docs, args.nnz)
+        res["shards_seconds"] = time.perf_counter() - t0
+        stats = build_index(work / "shards", work / "index", IndexConfig(memory_limit="2GB"))
+        res["index"] = {k: v for k, v in stats.to_dict().items() if k != "settings"}
+        rng = np.random.default_rng(123)
+        q_ids, q_ws = sample_sparse(rng, args.queries, args.query_nnz, zipf_probs(seed=0))
+        res["avg_query_nnz"] = float(np.mean([len(x) for x in q_ids]))
+        res["avg_postings_per_query"] = float(np.mean(
+            [np.diff(np.load(work / "index" / "offsets.npy"))[x].sum() for x in q_ids[:200]]))
+        k, bs = args.k, args.batch_size
+
+        def timed(fn, *a):
+            t = time.perf_counter()
+            out = fn(*a)
+            return out, time.perf_counter() - t
+
+        def batched(searcher):
+            outs = [searcher.search(q_ids[s:s + bs], q_ws[s:s + bs], k) for s in range(0, len(q_ids), bs)]
+            return np.concatenate([o[0] for o in outs]), np.concatenate([o[1] for o in outs])
+
+        methods: dict = {}
+        ex = ExactSearcher(work / "index", backend="numba")
+        _, compile_s = timed(ex.search, q_ids[:2], q_ws[:2], k)  # JIT compile / cache load
+        (ref_s, ref_d), sec = timed(batched, ex)
+        methods["exact_numba"] = {"qps": args.queries / sec, "ms_per_query": 1e3 * sec / args.queries,
+                                  "threads": ex.n_threads, "first_call_seconds": compile_s}
+        ex1 = ExactSearcher(work / "index", backend="numba", n_threads=1)
+        (s1, d1), sec = timed(batched, ex1)
+        methods["exact_numba_1thread"] = {"qps": args.queries / sec, "ms_per_query": 1e3 * sec / args.queries,
+                                          "check": compare(ref_s, ref_d, s1, d1)}
+        exn = ExactSearcher(work / "index", backend="numpy")
+        (sn, dn), sec = timed(batched, exn)
+        methods["exact_numpy"] = {"qps": args.queries / sec, "ms_per_query": 1e3 * sec / args.queries,
+                                  "check": compare(ref_s, ref_d, sn, dn)}
+        exi = ExactSearcher(work / "index", use_impacts=True, backend="numba")
+        exi.search(q_ids[:2], q_ws[:2], k)
+        (si, di), sec = timed(batched, exi)
+        overlap = np.mean([len(set(ref_d[i][:10]) & set(di[i][:10])) / 10 for i in range(len(q_ids))])
+        methods["exact_numba_impacts"] = {"qps": args.queries / sec, "ms_per_query": 1e3 * sec / args.queries,
+                                          "top10_overlap_with_float": float(overlap)}
+
+        sp_search, sp_build_s = timed(scipy_baseline, work / "index", stats.n_docs, stats.vocab_size)
+        outs = []
+        t = time.perf_counter()
+        for s in range(0, len(q_ids), bs):
+            outs.append(sp_search(q_ids[s:s + bs], q_ws[s:s + bs], k))
+        sec = time.perf_counter() - t
+        ss = np.concatenate([o[0] for o in outs])
+        sd = np.concatenate([o[1] for o in outs])
+        methods["scipy_csr"] = {"qps": args.queries / sec, "ms_per_query": 1e3 * sec / args.queries,
+                                "setup_seconds": sp_build_s, "check": compare(ref_s, ref_d, ss, sd)}
+
+        sql_search, sql_setup_s = timed(duckdb_baseline, work / "index")
+        n_sql = min(args.sql_queries, args.queries)
+        sql_search(q_ids[0], q_ws[0], k)  # warm-up
+        outs = []
+        t = time.perf_counter()
+        for i in range(n_sql):
+            outs.append(sql_search(q_ids[i], q_ws[i], k))
+        sec = time.perf_counter() - t
+        sqs = np.full((n_sql, k), -np.inf, np.float32)
+        sqd = np.full((n_sql, k), -1, np.int64)
+        for i, (s_, d_) in enumerate(outs):
+            sqs[i, :len(s_)], sqd[i, :len(d_)] = s_, d_
+        methods["duckdb_sql"] = {"qps": n_sql / sec, "ms_per_query": 1e3 * sec / n_sql, "queries_timed": n_sql,
+                                 "setup_seconds": sql_setup_s,
+                                 "check": compare(ref_s[:n_sql], ref_d[:n_sql], sqs, sqd)}
+        res["methods"] = methods
+        best = methods["exact_numba"]["qps"]
+        res["ratios"] = {"exact_vs_duckdb_sql": best / methods["duckdb_sql"]["qps"],
+                         "exact_vs_scipy": best / methods["scipy_csr"]["qps"],
+                         "exact_1thread_vs_scipy": methods["exact_numba_1thread"]["qps"] / methods["scipy_csr"]["qps"],
+                         "exact_numpy_vs_scipy": methods["exact_numpy"]["qps"] / methods["scipy_csr"]["qps"]}
+        res["goals"] = {"exact_ge_10x_duckdb_sql": res["ratios"]["exact_vs_duckdb_sql"] >= 10,
+                        "exact_ge_scipy": res["ratios"]["exact_vs_scipy"] >= 1}
+    finally:
+        if not args.work_dir:
+            shutil.rmtree(work, ignore_errors=True)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(res, indent=2) + "\n")
+    print(json.dumps({"methods": {m: round(v["qps"], 1) for m, v in res["methods"].items()},
+                      "ratios": res["ratios"], "goals": res["goals"]}, indent=2))
+    return res
+
+
+if __name__ == "__main__":
+    main()

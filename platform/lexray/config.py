@@ -1,0 +1,328 @@
+"""Typed configuration: one pydantic model per concern, YAML recipes, ``--set key=value`` overrides.
+
+Why one module: every knob of every job lives here, validated once. Unknown keys and wrong types are errors that
+name the dotted key and the file they came from (pydantic's ``extra="forbid"``). The resolved configuration is
+written beside every output with :func:`save_config` so a run can be reproduced from its output folder.
+
+Recipes may ``include:`` other recipes (paths relative to the including file); later keys win, then ``--set``
+overrides win.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+
+class ConfigError(ValueError):
+    """A recipe or override is invalid; the message names the file and the dotted key."""
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, protected_namespaces=())
+
+
+class RandomInitConfig(_Section):
+    """A random-init backbone built from a config instead of loaded weights (tests, CPU defaults, GPU smoke
+    runs of architectures whose weights cannot be fetched)."""
+
+    architecture: Literal["llama", "qwen2", "qwen3", "mistral", "bert"] = "llama"
+    tokenizer: str = Field(..., description="tokenizer location (hub id or local path); sets |V|")
+    hidden_size: int = 64
+    intermediate_size: int = 128
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 4
+    num_key_value_heads: int | None = None
+    max_position_embeddings: int = 512
+    tie_word_embeddings: bool = True
+    seed: int = 0
+
+
+class ModelConfig(_Section):
+    """The sparse encoder: backbone, pooling and the tokenization contract (see ``lexray.models``)."""
+
+    name_or_path: str | None = Field(None, description="hub id or local directory of the backbone")
+    random_init: RandomInitConfig | None = None
+    kind: Literal["auto", "mlm", "decoder"] = "auto"
+    # None = keep what the checkpoint's lexray_encoder.json says (or the EncoderSettings default).
+    query_max_length: int | None = None
+    doc_max_length: int | None = None
+    query_prefix: str | None = None
+    doc_prefix: str | None = None
+    special_tokens: Literal["auto", "include", "exclude"] = Field(
+        "auto", description="whether special-token positions (BOS/CLS/SEP/EOS) enter the max-pooling; "
+        "auto = include for MLM encoders, exclude for decoders (BOS attention sink)")
+    inference_free_queries: bool | None = None
+    query_idf_path: str | None = Field(None, description="JSON {token_id: idf} for inference-free queries")
+    query_top_k: int | None = None
+    doc_top_k: int | None = None
+    mlm_head_rescale: float = Field(1.0, gt=0, description="alpha in W <- W/alpha (mlm-head-rescaling §3.2)")
+    dtype: Literal["float32", "bfloat16", "float16"] = "float32"
+    trust_remote_code: bool = False
+    chunk_size: int | None = Field(None, ge=1, description="sequences per (chunk, L, |V|) logits block")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ModelConfig:
+        if (self.name_or_path is None) == (self.random_init is None):
+            raise ValueError("set exactly one of model.name_or_path and model.random_init")
+        return self
+
+
+class DataConfig(_Section):
+    """A BEIR-layout collection (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)."""
+
+    dataset: str = "shared:datasets/scifact"
+    split: str = Field("test", description="qrels split evaluated")
+    train_split: str = Field("train", description="split whose queries feed training (hard-negative mining)")
+    on_error: Literal["fail", "skip"] = "fail"
+    max_docs: int | None = Field(None, description="only the first N documents (smoke runs)")
+
+
+class LoraConfig(_Section):
+    enabled: bool = False
+    r: int = 32
+    alpha: int = 64
+    dropout: float = 0.05
+    target_modules: list[str] = Field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
+
+
+class FlopsConfig(_Section):
+    """FLOPS regularizer (Paria et al. 2020) weights and warmup (LACONIC §2.2)."""
+
+    lambda_q: float = 1e-3
+    lambda_d: float = 1e-3
+    warmup_steps: int = 0
+    schedule: Literal["quadratic", "exponential", "linear", "constant"] = "quadratic"
+    kind: Literal["flops", "l1"] = "flops"
+    unbiased: bool = Field(False, description="FLOPS U-statistic without the Var/n bias (lexray.losses.flops)")
+
+
+class PhaseConfig(_Section):
+    """One training phase (LACONIC §2.2: pre-finetuning, then hard-negative finetuning)."""
+
+    name: str = "finetune"
+    data: Literal["title_abstract_pairs", "hard_negatives", "pairs_file"] = "hard_negatives"
+    data_path: str | None = None
+    corpus: str | None = Field(None, description="BEIR folder resolving hard-negative doc ids (default data.dataset)")
+    loss: Literal["infonce", "margin_mse"] = "infonce"
+    epochs: float = 1.0
+    max_steps: int | None = None
+    global_batch_size: int = 32
+    grad_accum: int = 1
+    num_negatives: int = 15
+    in_batch_negatives: bool = True
+    query_max_length: int | None = None
+    doc_max_length: int | None = None
+    lr: float = 2e-5
+    weight_decay: float = 0.01
+    warmup_ratio: float = 0.05
+    temperature: float = 1.0
+    flops: FlopsConfig = Field(default_factory=FlopsConfig)
+    lora: LoraConfig = Field(default_factory=LoraConfig)
+    max_train_examples: int | None = None
+
+
+class TrainConfig(_Section):
+    """Ray Train settings shared by all phases."""
+
+    strategy: Literal["ddp", "fsdp", "deepspeed"] = "ddp"
+    deepspeed_config: str | None = None
+    num_workers: int = 1
+    use_gpu: bool = False
+    cpus_per_worker: float = 1.0
+    bf16: bool = False
+    gradient_checkpointing: bool = False
+    gather_negatives: bool = True
+    checkpoint_every: int = 100
+    log_every: int = 10
+    max_failures: int = 0
+    collapse_min_active: float = 1.0
+    collapse_max_fraction: float = 0.5
+    collapse_patience: int = 20
+    max_grad_norm: float | None = Field(1.0, description="gradient clipping (None = off)")
+    num_checkpoints_to_keep: int = Field(2, ge=1)
+    tensorboard: bool = True
+    seed: int = 42
+    phases: list[PhaseConfig] = Field(default_factory=lambda: [PhaseConfig()])
+
+
+class EncodeConfig(_Section):
+    """Ray Data corpus encoding into Parquet sparse shards (``lexray.encode``, docs/encoding.md)."""
+
+    batch_size: int = Field(32, ge=1, description="documents per forward pass (length-sorted within a shard)")
+    num_actors: int = Field(2, ge=1, description="encoder replicas in the Ray Data actor pool")
+    cpus_per_actor: float = Field(0.5, gt=0, description="Ray CPU reservation per actor; fractional so the read "
+                                  "task still gets a CPU (two 1-CPU actors on 2 CPUs hang silently)")
+    gpus_per_actor: float = Field(0.0, ge=0, description="> 0: actors run on CUDA")
+    torch_threads: int | None = Field(None, ge=1, description="intra-op threads per actor; None = "
+                                      "max(1, ceil(cpus_per_actor)) — one per reserved CPU, at least one")
+    reader_cpus: float = Field(0.25, gt=0, description="Ray CPU reservation of the corpus read task")
+    rows_per_shard: int = Field(10_000, ge=1, description="documents per Parquet shard (also the unit of work "
+                                "handed to one actor, and of resume)")
+    doc_top_k: int | None = Field(None, ge=1, description="keep the k largest weights per document; None = the "
+                                  "encoder settings' doc_top_k (None there = keep all)")
+    threshold: float = Field(0.0, ge=0, description="keep weights strictly greater than this")
+    sort_by_length: bool = Field(True, description="length-sorted batches within a shard (less padding)")
+    backend: Literal["ray", "local"] = Field("ray", description="local = in-process, no Ray (tiny inputs, tests)")
+    overwrite: bool = Field(False, description="replace an out_dir made by a different model/settings/corpus "
+                            "instead of refusing")
+
+
+class IndexConfig(_Section):
+    """DuckDB merge of shards into an inverted index."""
+
+    quant_bits: int = 8
+    memory_limit: str = "2GB"
+    threads: int | None = None
+    temp_directory: str | None = None
+
+
+class EvalConfig(_Section):
+    """Retrieval and evaluation."""
+
+    top_k: int = 1000
+    query_batch_size: int = 256
+    backend: Literal["exact", "lucene", "both"] = "exact"
+    metrics: list[str] = Field(default_factory=lambda: ["nDCG@10", "MRR@10", "R@100", "R@1000"])
+
+
+class LexrayConfig(_Section):
+    """Root of a recipe."""
+
+    name: str = "run"
+    out_dir: str | None = None
+    seed: int = 42
+    model: ModelConfig
+    data: DataConfig = Field(default_factory=DataConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
+    encode: EncodeConfig = Field(default_factory=EncodeConfig)
+    index: IndexConfig = Field(default_factory=IndexConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+
+
+def _deep_merge(base: dict, over: dict) -> dict:
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _deep_merge(out[k], v)
+        else:
+            out[k] = v
+    return out
+
+
+def read_yaml(path: str | Path) -> dict[str, Any]:
+    """Read a recipe, resolving ``include:`` (a path or list of paths relative to this file)."""
+    path = Path(path)
+    try:
+        data = yaml.safe_load(path.read_text()) or {}
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: recipe not found") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: invalid YAML: {e}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping, got {type(data).__name__}")
+    includes = data.pop("include", None) or []
+    if isinstance(includes, str):
+        includes = [includes]
+    merged: dict[str, Any] = {}
+    for inc in includes:
+        merged = _deep_merge(merged, read_yaml(path.parent / inc))
+    return _deep_merge(merged, data)
+
+
+def _set_dotted(d: dict, dotted: str, value: Any, source: str) -> None:
+    keys = dotted.split(".")
+    cur = d
+    for k in keys[:-1]:
+        if isinstance(cur, list):
+            try:
+                cur = cur[int(k)]
+            except (ValueError, IndexError):
+                raise ConfigError(f"{source}: '{dotted}': '{k}' is not a valid list index") from None
+            continue
+        nxt = cur.setdefault(k, {})
+        if not isinstance(nxt, dict | list):
+            raise ConfigError(f"{source}: '{dotted}': '{k}' is not a section")
+        cur = nxt
+    last = keys[-1]
+    if isinstance(cur, list):
+        try:
+            cur[int(last)] = value
+        except (ValueError, IndexError):
+            raise ConfigError(f"{source}: '{dotted}': '{last}' is not a valid list index") from None
+    else:
+        cur[last] = value
+
+
+def parse_overrides(overrides: list[str] | None) -> list[tuple[str, Any]]:
+    """Parse ``key.sub=value`` strings; values are YAML scalars/lists (``1e-4``, ``true``, ``[a, b]``)."""
+    out = []
+    for item in overrides or []:
+        if "=" not in item:
+            raise ConfigError(f"--set {item!r}: expected key=value")
+        key, raw = item.split("=", 1)
+        try:
+            value = yaml.safe_load(raw) if raw != "" else ""
+        except yaml.YAMLError:
+            value = raw
+        out.append((key.strip(), value))
+    return out
+
+
+def _format_errors(err: ValidationError, source: str) -> str:
+    lines = [f"{source}: invalid configuration:"]
+    for e in err.errors():
+        loc = ".".join(str(p) for p in e["loc"]) or "<root>"
+        msg = "unknown key" if e["type"] == "extra_forbidden" else e["msg"]
+        lines.append(f"  {loc}: {msg} (got {e.get('input')!r})" if e["type"] != "missing" else f"  {loc}: {msg}")
+    return "\n".join(lines)
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None,
+                base: dict[str, Any] | None = None) -> LexrayConfig:
+    """Build a :class:`LexrayConfig` from ``base`` (an embedded default), a YAML recipe and ``--set`` overrides.
+
+    Raises:
+        ConfigError: unknown key, wrong type or malformed YAML; the message names the file (or ``--set``) and
+            the dotted key.
+    """
+    data: dict[str, Any] = json.loads(json.dumps(base)) if base else {}
+    source = "<embedded default>"
+    if path is not None:
+        data = _deep_merge(data, read_yaml(path))
+        source = str(path)
+    try:
+        cfg = LexrayConfig.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(_format_errors(e, source)) from None
+    pairs = parse_overrides(overrides)
+    if pairs:
+        dumped = cfg.model_dump(mode="json")
+        for key, value in pairs:
+            _set_dotted(dumped, key, value, f"--set {key}")
+        try:
+            cfg = LexrayConfig.model_validate(dumped)
+        except ValidationError as e:
+            raise ConfigError(_format_errors(e, "--set overrides")) from None
+    return cfg
+
+
+def save_config(cfg: BaseModel, out_dir: str | Path, name: str = "config.resolved.yaml") -> Path:
+    """Write the resolved configuration beside an output (YAML); returns its path."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / name
+    path.write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+    return path
+
+
+def add_config_args(parser) -> None:
+    """Add the standard ``--config`` and ``--set`` arguments to an argparse parser."""
+    parser.add_argument("--config", type=Path, default=None, help="YAML recipe (jobs/configs/*.yaml)")
+    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                        help="override a config key, e.g. --set train.phases.0.lr=1e-4 (repeatable)")

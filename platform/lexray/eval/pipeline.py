@@ -1,0 +1,176 @@
+"""One call from a model (or BM25) and a BEIR collection to metrics: encode → index → search → evaluate.
+
+This is what ``jobs/evaluate.py`` runs and what the training jobs call after training. Each stage reuses the
+previous run's output in ``out_dir`` when it is complete and was made by the same model and settings (the encode
+stage checks its manifest; the index is rebuilt when the shards' manifest changed).
+
+Layout of ``out_dir``::
+
+    shards/          Parquet sparse shards + manifest.json      (lexray.encode)
+    index/           inverted index (DuckDB-built, memory-mapped) (lexray.index.build)
+    lucene/          Pyserini impact index (backend "lucene" or "both")
+    run.<split>.trec TREC run;  metrics.json;  metrics.md;  config.resolved.yaml
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from lexray.config import LexrayConfig, save_config
+
+log = logging.getLogger(__name__)
+
+Backend = Literal["exact", "lucene", "both"]
+
+
+def _queries_and_qrels(cfg: LexrayConfig):
+    from lexray.data import beir
+
+    dataset = beir.resolve_dataset_dir(cfg.data.dataset)
+    qrels = beir.load_qrels(dataset, cfg.data.split, on_error=cfg.data.on_error)
+    queries = beir.load_queries(dataset, cfg.data.split, on_error=cfg.data.on_error)
+    missing = [q for q in qrels if q not in queries]
+    if missing:
+        log.warning("%d queries in qrels have no text and count as 0 (e.g. %s)", len(missing), missing[:3])
+    return dataset, queries, qrels
+
+
+def _dataset_name(dataset: Path) -> str:
+    return Path(dataset).name
+
+
+def evaluate_bm25(cfg: LexrayConfig, out_dir: str | Path) -> dict:
+    """Pyserini BM25 (Anserini defaults k1=0.9, b=0.4, flat title+text) on ``cfg.data`` → metrics dict."""
+    from lexray.eval.metrics import evaluate
+    from lexray.eval.report import write_metrics_json
+    from lexray.eval.runs import write_trec_run
+    from lexray.index import lucene
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    save_config(cfg, out)
+    dataset, queries, qrels = _queries_and_qrels(cfg)
+    index_dir = out / "bm25-index"
+    t0 = time.perf_counter()
+    lucene.build_bm25_index(dataset, index_dir, overwrite=True, on_error=cfg.data.on_error)
+    index_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    run = lucene.bm25_search(index_dir, queries, k=cfg.eval.top_k)
+    search_s = time.perf_counter() - t0
+    metrics = evaluate(run, qrels, cfg.eval.metrics)
+    write_trec_run(run, out / f"run.{cfg.data.split}.trec", tag="bm25")
+    efficiency = {"index_seconds": index_s, "search_qps": len(queries) / max(search_s, 1e-9),
+                  "index_bytes": _dir_bytes(index_dir)}
+    result = write_metrics_json(out, dataset=_dataset_name(dataset), retriever="bm25", split=cfg.data.split,
+                                n_queries=len(qrels), metrics=metrics, efficiency=efficiency)
+    return result
+
+
+def _dir_bytes(path: Path) -> int:
+    return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
+
+
+def evaluate_sparse(cfg: LexrayConfig, out_dir: str | Path, backend: Backend | None = None,
+                    encoder=None, retriever_name: str | None = None) -> dict:
+    """Evaluate a sparse encoder (``cfg.model``, or an already loaded ``encoder``) on ``cfg.data``.
+
+    Args:
+        cfg: the resolved configuration (model, data, encode, index, eval sections).
+        out_dir: output folder (see module docstring).
+        backend: ``"exact"`` (DuckDB-built index, exact top-k), ``"lucene"`` (Pyserini impact index) or
+            ``"both"`` (metrics of both are reported; the exact backend's are the headline).
+        encoder: a loaded :class:`~lexray.models.SparseEncoder` to use for the queries (the corpus is encoded
+            from ``cfg.model`` by the Ray Data pipeline, so pass a saved checkpoint path in ``cfg.model``).
+
+    Returns:
+        the metrics.json content: ``{"dataset", "retriever", "split", "n_queries", "metrics", "efficiency"}``.
+    """
+    from lexray.encode.pipeline import encode_corpus
+    from lexray.eval.metrics import evaluate
+    from lexray.eval.report import write_metrics_json
+    from lexray.eval.runs import write_trec_run
+    from lexray.index.build import build_index
+    from lexray.index.search import ExactSearcher
+    from lexray.models import load_encoder
+
+    backend = backend or cfg.eval.backend
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    save_config(cfg, out)
+    dataset, queries, qrels = _queries_and_qrels(cfg)
+
+    # 1. corpus -> shards (Ray Data; resumes / reuses complete shards)
+    manifest = encode_corpus(cfg.model, dataset, out / "shards", cfg.encode, on_error=cfg.data.on_error,
+                             max_docs=cfg.data.max_docs)
+    # 2. shards -> inverted index
+    t0 = time.perf_counter()
+    stats = build_index(out / "shards", out / "index", cfg.index)
+    index_s = time.perf_counter() - t0
+    # 3. queries -> sparse vectors (in process: queries are few)
+    enc = encoder if encoder is not None else load_encoder(cfg.model)
+    qids = [q for q in qrels if q in queries]
+    t0 = time.perf_counter()
+    q_ids, q_ws = enc.encode_sparse([queries[q] for q in qids], "query", batch_size=cfg.eval.query_batch_size)
+    q_encode_s = time.perf_counter() - t0
+    # 4. search
+    results: dict[str, dict] = {}
+    efficiency: dict = {
+        "avg_query_nnz": float(np.mean([len(i) for i in q_ids])) if qids else 0.0,
+        "query_encode_qps": len(qids) / max(q_encode_s, 1e-9),
+        "index_build_seconds": index_s,
+    }
+    efficiency.update(_encode_efficiency(manifest))
+    efficiency.update(_index_efficiency(stats, out / "index"))
+    if backend in ("exact", "both"):
+        searcher = ExactSearcher(out / "index")
+        t0 = time.perf_counter()
+        run = searcher.search_run(qids, q_ids, q_ws, k=cfg.eval.top_k)
+        efficiency["search_qps"] = len(qids) / max(time.perf_counter() - t0, 1e-9)
+        results["exact"] = evaluate(run, qrels, cfg.eval.metrics)
+        write_trec_run(run, out / f"run.{cfg.data.split}.trec", tag=retriever_name or "lexray-exact")
+    if backend in ("lucene", "both"):
+        from lexray.index import lucene
+
+        t0 = time.perf_counter()
+        lucene.build_impact_index(out / "shards", out / "lucene", bits=cfg.index.quant_bits, overwrite=True)
+        efficiency["lucene_index_seconds"] = time.perf_counter() - t0
+        efficiency["lucene_index_bytes"] = _dir_bytes(out / "lucene")
+        t0 = time.perf_counter()
+        run_l = lucene.impact_search(out / "lucene", qids, q_ids, q_ws, k=cfg.eval.top_k)
+        efficiency["lucene_search_qps"] = len(qids) / max(time.perf_counter() - t0, 1e-9)
+        results["lucene"] = evaluate(run_l, qrels, cfg.eval.metrics)
+        write_trec_run(run_l, out / f"run.{cfg.data.split}.lucene.trec", tag=retriever_name or "lexray-lucene")
+    headline = results.get("exact") or results["lucene"]
+    if len(results) > 1:
+        efficiency["backends"] = results
+    name = retriever_name or str(cfg.model.name_or_path or "random-init")
+    return write_metrics_json(out, dataset=_dataset_name(dataset), retriever=name, split=cfg.data.split,
+                              n_queries=len(qrels), metrics=headline, efficiency=efficiency)
+
+
+def _encode_efficiency(manifest) -> dict:
+    m = manifest.model_dump() if hasattr(manifest, "model_dump") else dict(manifest)
+    totals = m.get("totals", m)
+    keep = {}
+    for k in ("docs", "n_docs", "avg_nnz", "avg_doc_nnz", "docs_per_second", "docs_per_s", "encode_seconds"):
+        if k in totals:
+            keep[f"encode_{k}" if not k.startswith("encode") else k] = totals[k]
+    return keep
+
+
+def _index_efficiency(stats, index_dir: Path) -> dict:
+    s = stats.model_dump() if hasattr(stats, "model_dump") else (
+        stats if isinstance(stats, dict) else dict(vars(stats)))
+    out = {f"index_{k}": v for k, v in s.items() if isinstance(v, int | float)}
+    out["index_bytes"] = _dir_bytes(index_dir)
+    return out
+
+
+def load_metrics(out_dir: str | Path) -> dict:
+    return json.loads((Path(out_dir) / "metrics.json").read_text())

@@ -1,0 +1,98 @@
+"""Evaluation reports: ``metrics.json`` per (dataset, retriever, split) and Markdown tables comparing them.
+
+Why one shape: every job (zero-shot, fine-tuned, Lucene backend) writes the same JSON, so a results table is a
+simple read-and-join of ``metrics.json`` files::
+
+    {"dataset": "scifact", "retriever": "splade-tiny", "split": "test", "n_queries": 300,
+     "metrics": {"nDCG@10": ..., "MRR@10": ..., "R@100": ..., "R@1000": ...},
+     "efficiency": {"qps": ..., "index_bytes": ..., ...}, ...extra keys}
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from lexray.eval.metrics import DEFAULT_METRICS
+
+__all__ = ["metrics_record", "write_metrics_json", "read_metrics_json", "markdown_table", "write_markdown"]
+
+
+def metrics_record(dataset: str, retriever: str, split: str, n_queries: int, metrics: Mapping[str, float],
+                   efficiency: Mapping[str, float | int | str] | None = None, **extra) -> dict:
+    """Build the ``metrics.json`` dict (see module docstring); ``extra`` keys are added at the top level."""
+    rec = {"dataset": str(dataset), "retriever": str(retriever), "split": str(split), "n_queries": int(n_queries),
+           "metrics": {k: float(v) for k, v in metrics.items()}, "efficiency": dict(efficiency or {})}
+    rec.update(extra)
+    return rec
+
+
+def write_metrics_json(path: str | os.PathLike, dataset: str, retriever: str, split: str, n_queries: int,
+                       metrics: Mapping[str, float], efficiency: Mapping | None = None, **extra) -> dict:
+    """Write ``metrics.json`` (to ``path`` if it ends in ``.json``, else into the folder ``path``).
+
+    Returns:
+        the record written (see :func:`metrics_record`).
+    """
+    path = Path(path)
+    if path.suffix != ".json":
+        path = path / "metrics.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rec = metrics_record(dataset, retriever, split, n_queries, metrics, efficiency, **extra)
+    path.write_text(json.dumps(rec, indent=2, sort_keys=False) + "\n")
+    return rec
+
+
+def read_metrics_json(path: str | os.PathLike) -> dict:
+    """Read a ``metrics.json`` (file or folder holding one). Raises ValueError naming a missing field."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / "metrics.json"
+    rec = json.loads(path.read_text())
+    for key in ("dataset", "retriever", "split", "metrics"):
+        if key not in rec:
+            raise ValueError(f"{path}: field '{key}' missing")
+    return rec
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "–"
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        return f"{v:.4f}" if abs(v) < 10 else f"{v:,.1f}"
+    return str(v)
+
+
+def markdown_table(rows: Mapping | Sequence[Mapping], metrics: Sequence[str] = DEFAULT_METRICS,
+                   efficiency: Sequence[str] = ()) -> str:
+    """A Markdown table with one row per record (e.g. zero-shot vs fine-tuned).
+
+    Columns: Retriever, Dataset, Split, Queries, the ``metrics`` (4 decimals; "–" if a record lacks one) and
+    the requested ``efficiency`` keys.
+    """
+    if isinstance(rows, Mapping):
+        rows = [rows]
+    head = ["Retriever", "Dataset", "Split", "Queries", *metrics, *efficiency]
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * 4 + ["---:"] * (len(head) - 4)) + "|"]
+    for r in rows:
+        cells = [str(r.get("retriever", "")), str(r.get("dataset", "")), str(r.get("split", "")),
+                 str(r.get("n_queries", ""))]
+        cells += [_fmt(r.get("metrics", {}).get(m)) for m in metrics]
+        cells += [_fmt(r.get("efficiency", {}).get(e)) for e in efficiency]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_markdown(path: str | os.PathLike, rows: Mapping | Sequence[Mapping], title: str | None = None,
+                   **kw) -> Path:
+    """Write :func:`markdown_table` (with an optional ``# title``) to ``path``; returns it."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = (f"# {title}\n\n" if title else "") + markdown_table(rows, **kw)
+    path.write_text(text)
+    return path

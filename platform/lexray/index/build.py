@@ -1,0 +1,346 @@
+"""Merge Parquet sparse shards into a memory-mappable inverted index, out of core, with DuckDB.
+
+Why DuckDB: the merge is one big sort of (term, document) postings. DuckDB sorts out of core – it spills to
+``temp_directory`` once ``memory_limit`` is reached – so the builder's memory does not grow with the corpus. The
+sorted postings are streamed out of DuckDB in record batches (``fetch_record_batch``) and appended to ``.npy``
+files with plain sequential writes (not a writable memory map, whose dirty pages would count towards the
+process's resident memory and grow with the corpus).
+
+Input: ``shards_dir/*.parquet`` with schema ``doc_id: string, term_ids: list<int32>, weights: list<float32>``
+(``manifest.json`` beside them may give ``vocab_size``). Documents are numbered in (shard file name, row) order.
+
+Index layout (``index_dir``)::
+
+    doc_ids.parquet      doc_idx int32 -> doc_id string, one row per document, ordered by doc_idx
+    offsets.npy          int64 (|V|+1,)  CSR over terms: postings of term t are [offsets[t], offsets[t+1])
+    postings_doc.npy     int32 (P,)      doc_idx, ascending within each term
+    postings_weight.npy  float32 (P,)    the encoder's weight
+    postings_impact.npy  uint8 (P,)      quantized impact (uint16 when quant_bits > 8)
+    stats.json           IndexStats (counts, quantization scale, FLOPS, sizes, build time, settings)
+
+Quantization (uniform, global scale, as in impact indexes such as Anserini's ``-impact`` collections):
+``impact = floor(w / max_w * (2**bits - 1) + 0.5)`` with ``max_w`` the largest weight in the corpus, so
+``w ≈ impact * quant_scale`` with ``quant_scale = max_w / (2**bits - 1)`` and ``|w - impact*scale| <= scale/2``.
+
+FLOPS (Paria et al. 2020, "Minimizing FLOPs to learn efficient sparse representations", §3; the SPLADE papers'
+definition): ``flops = Σ_t p_t²`` with ``p_t = df_t / N``, the expected number of multiplications for a
+query–document pair when queries and documents share the document activation statistics. ``flops_x_n`` (that
+times N) is the expected posting work per query over the whole index.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import time
+import uuid
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from lexray.config import IndexConfig
+
+__all__ = ["IndexBuildError", "IndexStats", "build_index", "list_shards", "load_stats", "FORMAT_VERSION"]
+
+FORMAT_VERSION = 1
+STATS_FILE = "stats.json"
+
+
+class IndexBuildError(ValueError):
+    """Bad shard content; the message names the shard file, the row (0-based) and the field."""
+
+
+@dataclass
+class IndexStats:
+    """What :func:`build_index` built; also written as ``stats.json`` in the index folder."""
+
+    n_docs: int
+    n_postings: int
+    vocab_size: int
+    n_terms: int  # terms with at least one posting
+    avg_nnz_per_doc: float
+    max_weight: float
+    quant_bits: int
+    quant_scale: float  # weight ≈ impact * quant_scale
+    flops: float  # Σ_t (df_t / N)^2  (SPLADE / Paria et al. definition)
+    flops_x_n: float  # flops * N: expected postings touched per query on this index
+    index_bytes: int
+    build_seconds: float
+    postings_per_second: float
+    zero_weight_postings_dropped: int
+    n_shards: int
+    empty_docs: int  # documents with no postings (kept in doc_ids, never retrieved)
+    format_version: int = FORMAT_VERSION
+    settings: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def list_shards(shards_dir: str | os.PathLike) -> list[Path]:
+    """The ``*.parquet`` shard files of ``shards_dir``, sorted by name (this order numbers the documents).
+
+    Raises FileNotFoundError if the folder is missing or holds no shard.
+    """
+    d = Path(shards_dir)
+    if not d.is_dir():
+        raise FileNotFoundError(f"shards folder not found: {d}")
+    files = sorted(p for p in d.glob("*.parquet") if p.is_file())
+    if not files:
+        raise FileNotFoundError(f"no *.parquet shards in {d}")
+    return files
+
+
+def load_stats(index_dir: str | os.PathLike) -> dict:
+    """Read ``stats.json`` of a built index."""
+    return json.loads((Path(index_dir) / STATS_FILE).read_text())
+
+
+def _sql_str(s: str) -> str:
+    return "'" + str(s).replace("'", "''") + "'"
+
+
+def _write_npy_header(fh, dtype: np.dtype, n: int) -> None:
+    np.lib.format.write_array_header_1_0(fh, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
+                                              "fortran_order": False, "shape": (n,)})
+
+
+def _vocab_from_manifest(shards_dir: Path) -> int | None:
+    m = shards_dir / "manifest.json"
+    if not m.is_file():
+        return None
+    try:
+        data = json.loads(m.read_text())
+    except json.JSONDecodeError as e:
+        raise IndexBuildError(f"{m}: not valid JSON: {e}") from None
+    for key in ("vocab_size",):
+        if isinstance(data.get(key), int):
+            return data[key]
+        for sub in ("model", "encoder", "settings"):
+            if isinstance(data.get(sub), dict) and isinstance(data[sub].get(key), int):
+                return data[sub][key]
+    return None
+
+
+def _connect(cfg: IndexConfig, tmp_dir: Path):
+    import duckdb
+
+    con = duckdb.connect(":memory:")
+    con.execute(f"SET memory_limit = {_sql_str(cfg.memory_limit)}")
+    con.execute(f"SET temp_directory = {_sql_str(cfg.temp_directory or str(tmp_dir))}")
+    con.execute("SET preserve_insertion_order = false")
+    con.execute("SET enable_progress_bar = false")  # progress is ours (tqdm); DuckDB's writes to stdout
+    if cfg.threads:
+        con.execute(f"SET threads = {int(cfg.threads)}")
+    return con
+
+
+def _one(con, sql: str, params=None) -> tuple | None:
+    # fetchall, not fetchone: DuckDB 2 keeps a partly fetched result open and refuses the next query
+    rows = con.execute(sql, params or []).fetchall()
+    return rows[0] if rows else None
+
+
+def _first_problem(con, sql: str) -> tuple | None:
+    return _one(con, sql + " LIMIT 1")
+
+
+def build_index(shards_dir: str | os.PathLike, index_dir: str | os.PathLike, cfg: IndexConfig | None = None,
+                vocab_size: int | None = None, show_progress: bool = True,
+                batch_rows: int = 1 << 20) -> IndexStats:
+    """Build the inverted index of ``shards_dir`` into ``index_dir`` (replaced atomically when complete).
+
+    Args:
+        shards_dir: folder of Parquet sparse shards (see module docstring).
+        index_dir: output folder; written to a sibling temporary folder first, then renamed.
+        cfg: ``quant_bits`` (1..16), DuckDB ``memory_limit``, ``threads``, ``temp_directory`` (spill; default a
+            folder inside the temporary output).
+        vocab_size: |V|; default ``manifest.json``'s ``vocab_size``, else max term id + 1.
+        show_progress: tqdm bar over postings.
+        batch_rows: postings per record batch streamed out of DuckDB (bounds the Python-side memory).
+
+    Returns:
+        :class:`IndexStats`.
+
+    Raises:
+        IndexBuildError: a shard row with a null/empty or duplicate ``doc_id``, ``term_ids`` and ``weights`` of
+            different lengths, a negative or out-of-vocabulary term id, a negative or non-finite weight, or the
+            same term twice in a document (message: file, row, doc_id, field).
+        FileNotFoundError: no shards.
+    """
+    cfg = cfg or IndexConfig()
+    if not 1 <= cfg.quant_bits <= 16:
+        raise ValueError(f"index.quant_bits must be in 1..16, got {cfg.quant_bits}")
+    t_start = time.perf_counter()
+    shards_dir = Path(shards_dir)
+    index_dir = Path(index_dir)
+    files = list_shards(shards_dir)
+    index_dir.parent.mkdir(parents=True, exist_ok=True)
+    work = index_dir.parent / f".{index_dir.name}.tmp-{uuid.uuid4().hex[:8]}"
+    work.mkdir()
+    try:
+        stats = _build(files, shards_dir, work, cfg, vocab_size, show_progress, batch_rows, t_start)
+        spill = work / "duckdb_tmp"
+        if spill.exists():
+            shutil.rmtree(spill, ignore_errors=True)
+        if index_dir.exists():
+            shutil.rmtree(index_dir)
+        os.replace(work, index_dir)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return stats
+
+
+def _build(files: list[Path], shards_dir: Path, out: Path, cfg: IndexConfig, vocab_size: int | None,
+           show_progress: bool, batch_rows: int, t_start: float) -> IndexStats:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from tqdm.auto import tqdm
+
+    # Document numbering: shard files in name order, rows in file order (offsets from Parquet metadata).
+    offsets, total = [], 0
+    for f in files:
+        schema = pq.read_schema(f)
+        for col, typ in (("doc_id", (pa.string(), pa.large_string())),
+                         ("term_ids", (pa.list_(pa.int32()), pa.large_list(pa.int32()))),
+                         ("weights", (pa.list_(pa.float32()), pa.large_list(pa.float32())))):
+            if col not in schema.names:
+                raise IndexBuildError(f"{f}: column '{col}' missing (schema: {schema})")
+            if schema.field(col).type not in typ:
+                raise IndexBuildError(f"{f}: column '{col}' has type {schema.field(col).type}, expected {typ[0]}")
+        offsets.append(total)
+        total += pq.ParquetFile(f).metadata.num_rows
+    n_docs = total
+    if n_docs >= 2**31:
+        raise IndexBuildError(f"{n_docs} documents do not fit int32 doc_idx")
+
+    con = _connect(cfg, out / "duckdb_tmp")
+    con.execute("CREATE TEMP TABLE shard_files (filename VARCHAR, file_offset BIGINT)")
+    con.executemany("INSERT INTO shard_files VALUES (?, ?)", [(str(f), o) for f, o in zip(files, offsets, strict=False)])
+    file_list = "[" + ", ".join(_sql_str(str(f)) for f in files) + "]"
+    src = (f"(SELECT s.file_offset + r.file_row_number AS doc_idx, r.filename, r.file_row_number AS row, "
+           f"r.doc_id, r.term_ids, r.weights FROM read_parquet({file_list}, filename=true, file_row_number=true) r "
+           f"JOIN shard_files s ON r.filename = s.filename)")
+
+    def fail(row, field_name, problem):
+        filename, file_row, doc_id = row[:3]
+        raise IndexBuildError(f"{filename}: row {file_row} (doc_id {doc_id!r}): field '{field_name}': {problem}")
+
+    # ---- validation: one aggregate scan with list functions; only if it finds a problem, a second scan
+    # (LIMIT 1) locates the first offending row for the error message.
+    raw = f"read_parquet({file_list})"
+    agg = _one(con, f"""
+        SELECT count(*) FILTER (WHERE doc_id IS NULL OR trim(doc_id) = ''),
+               count(*) FILTER (WHERE term_ids IS NULL OR weights IS NULL OR len(term_ids) <> len(weights)),
+               count(*) FILTER (WHERE list_count(term_ids) <> len(term_ids) OR list_min(term_ids) < 0),
+               count(*) FILTER (WHERE list_count(weights) <> len(weights) OR list_min(weights) < 0
+                                OR isnan(list_max(weights)) OR isinf(list_max(weights))),
+               max(list_max(term_ids)), max(list_max(weights)), sum(len(term_ids)),
+               sum(len(list_filter(weights, lambda x: x = 0))),
+               count(*) FILTER (WHERE len(list_filter(weights, lambda x: x > 0)) = 0)
+        FROM {raw}""")
+    bad_id, bad_len, bad_term, bad_w, max_term, max_w, n_all, n_zero, empty_docs = agg
+    if bad_id:
+        bad = _first_problem(con, f"SELECT filename, row, doc_id FROM {src} "
+                                  f"WHERE doc_id IS NULL OR trim(doc_id) = ''")
+        fail(bad, "doc_id", "null or empty document id")
+    if bad_len:
+        bad = _first_problem(con, f"SELECT filename, row, doc_id, len(term_ids), len(weights) FROM {src} "
+                                  f"WHERE term_ids IS NULL OR weights IS NULL OR len(term_ids) <> len(weights)")
+        fail(bad, "weights", f"term_ids has {bad[3]} entries but weights has {bad[4]} (or a list is null)")
+    if bad_term:
+        bad = _first_problem(con, f"SELECT filename, row, doc_id, t FROM (SELECT filename, row, doc_id, "
+                                  f"unnest(term_ids) AS t FROM {src}) WHERE t IS NULL OR t < 0")
+        fail(bad, "term_ids", f"invalid term id {bad[3]}")
+    if bad_w:
+        bad = _first_problem(con, f"SELECT filename, row, doc_id, w FROM (SELECT filename, row, doc_id, "
+                                  f"unnest(weights) AS w FROM {src}) WHERE w IS NULL OR isnan(w) OR isinf(w) OR w < 0")
+        fail(bad, "weights", f"invalid weight {bad[3]} (weights must be finite and >= 0)")
+    dup = _one(con, f"SELECT doc_id, count(*) AS c FROM {raw} GROUP BY doc_id HAVING count(*) > 1 LIMIT 1")
+    if dup:
+        first = con.execute(f"SELECT filename, row, doc_id FROM {src} WHERE doc_id = ? ORDER BY doc_idx LIMIT 2",
+                            [dup[0]]).fetchall()
+        fail(first[1], "doc_id", f"duplicate document id (also at {first[0][0]} row {first[0][1]}; "
+                                 f"{dup[1]} occurrences)")
+    n_all, n_zero = int(n_all or 0), int(n_zero or 0)
+    n_postings = n_all - n_zero
+    manifest_v = _vocab_from_manifest(shards_dir)
+    V = vocab_size or manifest_v or (int(max_term) + 1 if max_term is not None else 0)
+    if max_term is not None and max_term >= V:
+        bad = _first_problem(con, f"SELECT filename, row, doc_id, t FROM (SELECT filename, row, doc_id, "
+                                  f"unnest(term_ids) AS t FROM {src}) WHERE t >= {int(V)}")
+        fail(bad, "term_ids", f"term id {bad[3]} >= vocab_size {V}")
+    max_w = float(max_w) if max_w else 0.0
+    levels = (1 << cfg.quant_bits) - 1
+    scale = max_w / levels if max_w > 0 else 1.0
+    imp_dtype = np.uint8 if cfg.quant_bits <= 8 else np.uint16
+    inv = levels / max_w if max_w > 0 else 0.0  # impact = round(w / max_w * levels)
+
+    # ---- doc id map (ORDER BY inside the COPY: with preserve_insertion_order=false that is what orders rows)
+    con.execute(f"COPY (SELECT doc_idx::INTEGER AS doc_idx, doc_id FROM {src} ORDER BY doc_idx) "
+                f"TO {_sql_str(str(out / 'doc_ids.parquet'))} (FORMAT parquet)")
+
+    # ---- postings: one external sort by (term, doc), streamed into .npy files
+    df = np.zeros(V, dtype=np.int64)
+    reader = con.sql(
+        f"SELECT term_id, doc_idx::INTEGER AS doc_idx, weight FROM (SELECT doc_idx, unnest(term_ids) AS term_id, "
+        f"unnest(weights) AS weight FROM {src}) WHERE weight > 0 ORDER BY term_id, doc_idx"
+    ).to_arrow_reader(batch_rows)
+    f_doc = open(out / "postings_doc.npy", "wb")
+    f_w = open(out / "postings_weight.npy", "wb")
+    f_imp = open(out / "postings_impact.npy", "wb")
+    written = 0
+    prev_t, prev_d = -1, -1
+    with f_doc, f_w, f_imp, tqdm(total=n_postings, unit="posting", unit_scale=True, disable=not show_progress,
+                                 desc="index postings") as bar:
+        _write_npy_header(f_doc, np.int32, n_postings)
+        _write_npy_header(f_w, np.float32, n_postings)
+        _write_npy_header(f_imp, imp_dtype, n_postings)
+        for batch in reader:
+            t = batch.column(0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+            d = batch.column(1).to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
+            w = batch.column(2).to_numpy(zero_copy_only=False).astype(np.float32, copy=False)
+            if len(t) == 0:
+                continue
+            # the same term twice in one document shows up as equal consecutive (term, doc) pairs
+            same = (t[1:] == t[:-1]) & (d[1:] == d[:-1])
+            if (t[0] == prev_t and d[0] == prev_d) or same.any():
+                i = 0 if (t[0] == prev_t and d[0] == prev_d) else int(np.flatnonzero(same)[0]) + 1
+                reader.close()
+                row = _one(con, f"SELECT filename, row, doc_id FROM {src} WHERE doc_idx = ?", [int(d[i])])
+                fail(row, "term_ids", f"term id {int(t[i])} appears more than once")
+            prev_t, prev_d = int(t[-1]), int(d[-1])
+            imp = np.floor(w.astype(np.float64) * inv + 0.5)
+            f_doc.write(d.tobytes())
+            f_w.write(w.tobytes())
+            f_imp.write(np.clip(imp, 0, levels).astype(imp_dtype).tobytes())
+            df += np.bincount(t, minlength=V)[:V]
+            written += len(t)
+            bar.update(len(t))
+    con.close()
+    if written != n_postings:
+        raise IndexBuildError(f"internal error: wrote {written} postings, expected {n_postings}")
+    offs = np.zeros(V + 1, dtype=np.int64)
+    np.cumsum(df, out=offs[1:])
+    np.save(out / "offsets.npy", offs)
+
+    p = df.astype(np.float64) / max(n_docs, 1)
+    flops = float(np.sum(p * p))
+    build_s = time.perf_counter() - t_start
+    index_bytes = sum(f.stat().st_size for f in out.iterdir() if f.is_file())
+    stats = IndexStats(
+        n_docs=n_docs, n_postings=n_postings, vocab_size=V, n_terms=int(np.count_nonzero(df)),
+        avg_nnz_per_doc=n_postings / n_docs if n_docs else 0.0, max_weight=max_w, quant_bits=cfg.quant_bits,
+        quant_scale=scale, flops=flops, flops_x_n=flops * n_docs, index_bytes=index_bytes,
+        build_seconds=build_s, postings_per_second=n_postings / build_s if build_s > 0 else math.inf,
+        zero_weight_postings_dropped=int(n_zero), n_shards=len(files), empty_docs=int(empty_docs),
+        settings={"memory_limit": cfg.memory_limit, "threads": cfg.threads, "temp_directory": cfg.temp_directory,
+                  "shards_dir": str(shards_dir), "vocab_size_source": "argument" if vocab_size else
+                  ("manifest" if manifest_v else "max_term_id+1")})
+    stats.index_bytes = index_bytes + len(json.dumps(stats.to_dict(), indent=2))
+    (out / STATS_FILE).write_text(json.dumps(stats.to_dict(), indent=2) + "\n")
+    return stats

@@ -1,0 +1,20 @@
+"""Training losses: InfoNCE (LACONIC eq. (2)), MarginMSE, FLOPS and L1 regularizers, λ schedules, L0 statistics."""
+
+from lexray.losses.flops import FlopsSchedule, flops_loss, lambda_at
+from lexray.losses.infonce import gather_with_grad, infonce_loss, infonce_scores, world_info
+from lexray.losses.l1 import l1_loss
+from lexray.losses.margin_mse import margin_mse_loss
+from lexray.losses.stats import active_dims
+
+__all__ = [
+    "FlopsSchedule",
+    "active_dims",
+    "flops_loss",
+    "gather_with_grad",
+    "infonce_loss",
+    "infonce_scores",
+    "l1_loss",
+    "lambda_at",
+    "margin_mse_loss",
+    "world_info",
+]

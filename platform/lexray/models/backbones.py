@@ -1,0 +1,212 @@
+"""Loading the backbone of a sparse encoder: MLM encoders as they are, decoder LLMs made bidirectional.
+
+Decoders (LACONIC §2.1, ../shared/papers/laconic.txt): SPLADE's max pooling over positions (eq. (1)) needs every
+position to see the whole input, so the causal mask is removed and the model "self-adapts" during contrastive
+training. In transformers ≥ 5, ``config.is_causal = False`` makes the verified architectures below build a
+bidirectional mask (padding still masked) for both sdpa and eager attention; setting ``is_causal`` on attention
+modules alone does not, under padding. Architectures whose mask construction was not verified by the tests in
+``tests/models/test_backbones.py`` are refused by name rather than silently run causally.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Literal
+
+import torch
+from torch import nn
+
+from lexray.paths import resolve_local
+
+log = logging.getLogger(__name__)
+
+VERIFIED_DECODERS = ("llama", "qwen2", "qwen3", "mistral")
+"""Decoder ``model_type``s whose bidirectional mode is verified (tests/models/test_backbones.py)."""
+
+_MLM_BODY_HEAD = {
+    # model_type: (body attribute, head attributes applied in order)
+    "bert": ("bert", ("cls",)),
+    "roberta": ("roberta", ("lm_head",)),
+    "xlm-roberta": ("roberta", ("lm_head",)),
+    "modernbert": ("model", ("head", "decoder")),
+}
+
+
+class UnsupportedModelError(ValueError):
+    """The backbone's architecture is not supported (named in the message)."""
+
+
+def _is_decoder_type(config) -> bool:
+    from transformers.models.auto.modeling_auto import (
+        MODEL_FOR_CAUSAL_LM_MAPPING_NAMES,
+        MODEL_FOR_MASKED_LM_MAPPING_NAMES,
+    )
+
+    mt = config.model_type
+    archs = config.architectures or []
+    if any(a.endswith("ForMaskedLM") for a in archs):
+        return False
+    if any(a.endswith("ForCausalLM") for a in archs):
+        return True
+    return mt in MODEL_FOR_CAUSAL_LM_MAPPING_NAMES and mt not in MODEL_FOR_MASKED_LM_MAPPING_NAMES
+
+
+def detect_kind(config) -> Literal["mlm", "decoder"]:
+    """``"decoder"`` for causal-LM architectures, else ``"mlm"``."""
+    return "decoder" if _is_decoder_type(config) else "mlm"
+
+
+def make_bidirectional(model: nn.Module) -> nn.Module:
+    """Remove the causal mask of a verified decoder (LACONIC §2.1), in place; returns the model.
+
+    Raises:
+        UnsupportedModelError: ``model_type`` not in :data:`VERIFIED_DECODERS`.
+    """
+    mt = model.config.model_type
+    if mt not in VERIFIED_DECODERS:
+        raise UnsupportedModelError(
+            f"decoder model_type '{mt}' is not verified to run bidirectionally; supported: "
+            f"{', '.join(VERIFIED_DECODERS)}")
+    for cfg in {id(model.config): model.config, id(getattr(model, "model", model).config):
+                getattr(model, "model", model).config}.values():
+        cfg.is_causal = False
+        if getattr(cfg, "use_sliding_window", False) or getattr(cfg, "sliding_window", None):
+            # A sliding window re-introduces a (banded) causal mask in some versions: switch it off.
+            if hasattr(cfg, "use_sliding_window"):
+                cfg.use_sliding_window = False
+            cfg.sliding_window = None
+    for module in model.modules():
+        if hasattr(module, "is_causal") and isinstance(module.is_causal, bool):
+            module.is_causal = False
+    return model
+
+
+def _torch_dtype(name: str) -> torch.dtype:
+    return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
+
+
+def load_backbone(name_or_path: str, kind: Literal["auto", "mlm", "decoder"] = "auto", dtype: str = "float32",
+                  trust_remote_code: bool = False):
+    """Load (backbone, tokenizer, kind) from a hub id or a local directory; safetensors only.
+
+    Raises:
+        UnsupportedModelError: a decoder type not in :data:`VERIFIED_DECODERS`, or ``kind`` disagrees with the
+            checkpoint's architecture.
+        OSError: the location is neither a local directory nor a reachable hub id.
+    """
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
+
+    local = resolve_local(name_or_path)
+    src = str(local) if local is not None else name_or_path
+    config = AutoConfig.from_pretrained(src, trust_remote_code=trust_remote_code)
+    detected = detect_kind(config)
+    if kind != "auto" and kind != detected:
+        raise UnsupportedModelError(f"{src}: asked for a '{kind}' backbone but the checkpoint is "
+                                    f"'{config.model_type}' ({detected})")
+    if detected == "decoder" and config.model_type not in VERIFIED_DECODERS:
+        raise UnsupportedModelError(
+            f"{src}: decoder model_type '{config.model_type}' is not verified to run bidirectionally; "
+            f"supported: {', '.join(VERIFIED_DECODERS)}")
+    auto = AutoModelForCausalLM if detected == "decoder" else AutoModelForMaskedLM
+    model = auto.from_pretrained(src, dtype=_torch_dtype(dtype), use_safetensors=True,
+                                 trust_remote_code=trust_remote_code)
+    tokenizer = AutoTokenizer.from_pretrained(src, trust_remote_code=trust_remote_code)
+    _ensure_pad(tokenizer, model)
+    if detected == "decoder":
+        make_bidirectional(model)
+    model.eval()
+    return model, tokenizer, detected
+
+
+def _ensure_pad(tokenizer, model) -> None:
+    """Decoders often ship without a pad token; pad with EOS (masked out of attention and pooling anyway)."""
+    if tokenizer.pad_token_id is None:
+        if tokenizer.eos_token is not None:
+            tokenizer.pad_token = tokenizer.eos_token
+        elif tokenizer.unk_token is not None:
+            tokenizer.pad_token = tokenizer.unk_token
+        else:
+            tokenizer.add_special_tokens({"pad_token": "<pad>"})
+            model.resize_token_embeddings(len(tokenizer))
+    if getattr(model.config, "pad_token_id", None) is None:
+        model.config.pad_token_id = tokenizer.pad_token_id
+
+
+def build_random_backbone(rcfg):
+    """Build a random-init backbone (``lexray.config.RandomInitConfig``) over a real tokenizer.
+
+    Used for tests and the CPU default of ``jobs/train_laconic.py`` (a tiny Llama-architecture model over the
+    bert-base-uncased tokenizer), and for GPU smoke runs of architectures whose weights cannot be fetched.
+    Returns (backbone, tokenizer, kind); |V| is ``len(tokenizer)``.
+    """
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
+
+    local = resolve_local(rcfg.tokenizer)
+    tokenizer = AutoTokenizer.from_pretrained(str(local) if local is not None else rcfg.tokenizer)
+    vocab = len(tokenizer)
+    common = dict(vocab_size=vocab, hidden_size=rcfg.hidden_size, intermediate_size=rcfg.intermediate_size,
+                  num_hidden_layers=rcfg.num_hidden_layers, num_attention_heads=rcfg.num_attention_heads,
+                  max_position_embeddings=rcfg.max_position_embeddings,
+                  tie_word_embeddings=rcfg.tie_word_embeddings, pad_token_id=tokenizer.pad_token_id)
+    torch.manual_seed(rcfg.seed)
+    if rcfg.architecture == "bert":
+        config = AutoConfig.for_model("bert", **common)
+        config.architectures = ["BertForMaskedLM"]
+        model = AutoModelForMaskedLM.from_config(config)
+        kind = "mlm"
+    else:
+        extra = {"num_key_value_heads": rcfg.num_key_value_heads or rcfg.num_attention_heads}
+        if rcfg.architecture == "qwen3":
+            extra["head_dim"] = rcfg.hidden_size // rcfg.num_attention_heads
+        config = AutoConfig.for_model(rcfg.architecture, **common, **extra)
+        config.architectures = [_causal_arch_name(rcfg.architecture)]
+        model = AutoModelForCausalLM.from_config(config)
+        kind = "decoder"
+    _ensure_pad(tokenizer, model)
+    if kind == "decoder":
+        make_bidirectional(model)
+    model.eval()
+    return model, tokenizer, kind
+
+
+def _causal_arch_name(model_type: str) -> str:
+    return {"llama": "LlamaForCausalLM", "qwen2": "Qwen2ForCausalLM", "qwen3": "Qwen3ForCausalLM",
+            "mistral": "MistralForCausalLM"}[model_type]
+
+
+def body_and_head(model: nn.Module, kind: str):
+    """Split a backbone into (body, head) so the head can run on chunks of hidden states.
+
+    Returns ``(body, head_fn)`` where ``body(input_ids=, attention_mask=)`` returns an object with
+    ``last_hidden_state`` (B, L, H) and ``head_fn(hidden)`` returns logits (…, |V|); or ``None`` when the
+    architecture's head is not known, in which case callers run the full model per chunk (same memory bound).
+    """
+    if kind == "decoder":
+        return model.model, model.lm_head
+    spec = _MLM_BODY_HEAD.get(model.config.model_type)
+    if spec is None:
+        return None
+    body_attr, head_attrs = spec
+    body = getattr(model, body_attr, None)
+    heads = [getattr(model, a, None) for a in head_attrs]
+    if body is None or any(h is None for h in heads):
+        return None
+
+    def head_fn(hidden: torch.Tensor) -> torch.Tensor:
+        for h in heads:
+            hidden = h(hidden)
+        return hidden
+
+    return body, head_fn
+
+
+def transformer_layers(model: nn.Module) -> list[nn.Module]:
+    """The repeated transformer blocks (for FSDP2 ``fully_shard`` per layer and activation checkpointing).
+
+    Finds the ``nn.ModuleList`` whose length equals ``config.num_hidden_layers``. Raises ValueError if none.
+    """
+    n = getattr(model.config, "num_hidden_layers", None)
+    for _, module in model.named_modules():
+        if isinstance(module, nn.ModuleList) and len(module) == n:
+            return list(module)
+    raise ValueError(f"could not find the {n} transformer layers of {type(model).__name__}")

@@ -1,0 +1,278 @@
+"""The SPLADE sparse encoder over an MLM encoder or a bidirectional decoder LLM.
+
+Representation (LACONIC eq. (1), SPLADE-max): ``w_j = max_i log(1 + ReLU(logit_ij))`` over the positions i that
+the pool mask allows. Queries and documents share the backbone; they differ in max length, prefix and — for
+inference-free queries — in skipping the backbone entirely.
+
+Memory: the backbone body runs once per batch; the vocabulary head then runs on chunks of ``chunk_size``
+sequences and each chunk is pooled immediately (:func:`~lexray.models.pooling.splade_max_pool`), so an encode
+step holds at most one (chunk, L, |V|) logits tensor: peak ≈ chunk·L·|V|·bytes(dtype) on top of the body's
+activations — e.g. 16 × 256 × 30,522 × 4 B ≈ 500 MB for a BERT vocabulary in float32, instead of B·L·|V|·4 B.
+Under autograd each chunk is wrapped in activation checkpointing, so training keeps only the (B, |V|) pooled
+outputs and recomputes one chunk's logits during backward.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from lexray.models.backbones import (
+    body_and_head,
+    build_random_backbone,
+    load_backbone,
+    transformer_layers,
+)
+from lexray.models.head import rescale_mlm_head
+from lexray.models.pooling import splade_max_pool
+from lexray.models.settings import EncoderSettings
+from lexray.models.sparse import to_sparse
+
+log = logging.getLogger(__name__)
+
+Kind = Literal["query", "document"]
+
+
+class SparseEncoder(nn.Module):
+    """SPLADE encoder: texts → (B, |V|) non-negative float32 term weights.
+
+    Construct with :meth:`from_pretrained` or :func:`lexray.models.load_encoder`.
+
+    Attributes:
+        backbone: the Hugging Face model (``*ForMaskedLM``, or ``*ForCausalLM`` made bidirectional).
+        tokenizer: its tokenizer.
+        settings: the :class:`EncoderSettings` tokenization contract.
+    """
+
+    def __init__(self, backbone: nn.Module, tokenizer, settings: EncoderSettings):
+        super().__init__()
+        self.backbone = backbone
+        self.tokenizer = tokenizer
+        self.settings = settings
+        self._split = body_and_head(backbone, settings.kind)
+        self._special_ids = torch.tensor(sorted(set(tokenizer.all_special_ids)), dtype=torch.long)
+        self._idf_vec: torch.Tensor | None = None
+        self.train(backbone.training)  # nn.Module starts in train mode; follow the backbone (eval after load)
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_pretrained(cls, name_or_path: str | Path, kind: Literal["auto", "mlm", "decoder"] = "auto",
+                        dtype: str = "float32", trust_remote_code: bool = False, **overrides) -> SparseEncoder:
+        """Load a backbone (hub id or local directory; safetensors only) and its ``lexray_encoder.json``.
+
+        ``overrides`` set :class:`EncoderSettings` fields (e.g. ``doc_max_length=192``); settings saved with the
+        checkpoint are the defaults. Without a settings file, special-token positions are included for MLM
+        encoders (SPLADE's convention) and excluded for decoders (their BOS is an attention sink that otherwise
+        dominates max pooling).
+
+        Raises:
+            UnsupportedModelError: unverified decoder architecture (see ``backbones.VERIFIED_DECODERS``).
+        """
+        backbone, tokenizer, detected = load_backbone(str(name_or_path), kind, dtype, trust_remote_code)
+        from lexray.paths import resolve_local
+
+        local = resolve_local(name_or_path)
+        saved = EncoderSettings.load(local) if local is not None else None
+        base = saved.model_dump() if saved else {
+            "kind": detected, "special_tokens": "exclude" if detected == "decoder" else "include"}
+        base["kind"] = detected
+        base.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(backbone, tokenizer, EncoderSettings(**base))
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def vocab_size(self) -> int:
+        """|V|: the width of the output representation."""
+        return int(self.backbone.get_output_embeddings().weight.shape[0])
+
+    @property
+    def is_decoder(self) -> bool:
+        return self.settings.kind == "decoder"
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.backbone.parameters()).device
+
+    def transformer_layers(self) -> list[nn.Module]:
+        """The backbone's transformer blocks (FSDP2 wraps each with ``fully_shard``)."""
+        return transformer_layers(self.backbone)
+
+    # ------------------------------------------------------------------ tokenization
+    def tokenize(self, texts: Sequence[str], kind: Kind = "document", max_length: int | None = None
+                 ) -> dict[str, torch.Tensor]:
+        """Tokenize with the contract's prefix and max length.
+
+        Returns dict with ``input_ids`` (B, L) long, ``attention_mask`` (B, L) long and ``pool_mask`` (B, L)
+        bool (attention mask, minus special-token positions when ``special_tokens == "exclude"``).
+        """
+        if isinstance(texts, str):
+            raise TypeError("tokenize() takes a list of texts, not a single string")
+        prefix = self.settings.prefix(kind)
+        batch = self.tokenizer([prefix + t for t in texts], padding=True, truncation=True,
+                               max_length=max_length or self.settings.max_length(kind), return_tensors="pt",
+                               return_special_tokens_mask=self.settings.special_tokens == "exclude")
+        pool = batch["attention_mask"].bool()
+        if self.settings.special_tokens == "exclude":
+            pool = pool & ~batch["special_tokens_mask"].bool()
+        return {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"], "pool_mask": pool}
+
+    # ------------------------------------------------------------------ forward
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                pool_mask: torch.Tensor | None = None, kind: Kind = "document") -> torch.Tensor:
+        """Encode a tokenized batch.
+
+        Args:
+            input_ids: (B, L) long. attention_mask: (B, L) {0,1}. pool_mask: (B, L) bool, defaults to the
+                attention mask. kind: ``"query"`` uses the inference-free path if the settings ask for it.
+
+        Returns:
+            (B, |V|) float32 non-negative weights; differentiable when grad is enabled.
+        """
+        if pool_mask is None:
+            pool_mask = attention_mask.bool()
+        if kind == "query" and self.settings.inference_free_queries:
+            return self._bag_of_tokens(input_ids, pool_mask)
+        chunk = self.settings.chunk_size
+        grad = torch.is_grad_enabled()
+        if self._split is not None:
+            body, head = self._split
+            hidden = body(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+            outs = []
+            for s in range(0, hidden.shape[0], chunk):
+                h, m = hidden[s:s + chunk], pool_mask[s:s + chunk]
+                if grad and hidden.requires_grad:
+                    outs.append(checkpoint(_head_pool, head, h, m, use_reentrant=False))
+                else:
+                    outs.append(_head_pool(head, h, m))
+            return torch.cat(outs, 0)
+        outs = []
+        for s in range(0, input_ids.shape[0], chunk):
+            logits = self.backbone(input_ids=input_ids[s:s + chunk],
+                                   attention_mask=attention_mask[s:s + chunk]).logits
+            outs.append(splade_max_pool(logits, pool_mask[s:s + chunk], inplace=True))
+            del logits
+        return torch.cat(outs, 0)
+
+    def _bag_of_tokens(self, input_ids: torch.Tensor, pool_mask: torch.Tensor) -> torch.Tensor:
+        """Inference-free query: w_t = idf(t) (1.0 if no IDF table) for each distinct allowed token t.
+
+        Special-token positions never contribute here, whatever the pooling policy.
+        """
+        special = torch.isin(input_ids, self._special_ids.to(input_ids.device))
+        keep = pool_mask.bool() & ~special
+        out = torch.zeros(input_ids.shape[0], self.vocab_size, device=input_ids.device)
+        out.scatter_reduce_(1, input_ids, keep.float(), reduce="amax", include_self=True)
+        if self.settings.query_idf:
+            if self._idf_vec is None or self._idf_vec.shape[0] != self.vocab_size:
+                vec = torch.ones(self.vocab_size)
+                ids = torch.tensor(list(self.settings.query_idf.keys()), dtype=torch.long)
+                vec[ids] = torch.tensor(list(self.settings.query_idf.values()), dtype=torch.float32)
+                self._idf_vec = vec
+            out = out * self._idf_vec.to(out.device)
+        return out
+
+    # ------------------------------------------------------------------ inference helpers
+    @torch.no_grad()
+    def encode(self, texts: Sequence[str], kind: Kind = "document", batch_size: int = 32,
+               device: str | torch.device | None = None, show_progress: bool = False) -> torch.Tensor:
+        """Encode texts without gradients; returns (N, |V|) float32 on CPU, in input order.
+
+        Texts are processed in length-sorted batches (less padding); the result does not depend on batch size
+        beyond float round-off (tests assert ≤ 1e-5).
+        """
+        was_training = self.training
+        self.eval()
+        if device is not None:
+            self.to(device)
+        dev = self.device
+        order = np.argsort([-len(t) for t in texts], kind="stable")
+        out = torch.zeros(len(texts), self.vocab_size)
+        it = range(0, len(texts), batch_size)
+        if show_progress:
+            from tqdm.auto import tqdm
+
+            it = tqdm(it, desc=f"encode {kind}s", unit="batch")
+        for s in it:
+            idx = order[s:s + batch_size]
+            batch = self.tokenize([texts[i] for i in idx], kind)
+            reps = self(**{k: v.to(dev) for k, v in batch.items()}, kind=kind)
+            out[torch.as_tensor(idx)] = reps.float().cpu()
+        if was_training:
+            self.train()
+        return out
+
+    def encode_sparse(self, texts: Sequence[str], kind: Kind = "document", batch_size: int = 32,
+                      top_k: int | None = None, threshold: float = 0.0, device=None
+                      ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """Encode and convert to sparse form: (term ids int32 list, weights float32 list), one pair per text.
+
+        ``top_k`` defaults to the settings' ``query_top_k`` / ``doc_top_k``.
+        """
+        if top_k is None:
+            top_k = self.settings.query_top_k if kind == "query" else self.settings.doc_top_k
+        ids: list[np.ndarray] = []
+        ws: list[np.ndarray] = []
+        for s in range(0, len(texts), max(batch_size * 8, 1)):
+            reps = self.encode(texts[s:s + batch_size * 8], kind, batch_size, device)
+            i, w = to_sparse(reps, top_k=top_k, threshold=threshold)
+            ids.extend(i)
+            ws.extend(w)
+        return ids, ws
+
+    def decode(self, weights: torch.Tensor, top_k: int = 20) -> list[tuple[str, float]]:
+        """Top terms of one (|V|,) representation as (token, weight) pairs — for inspection."""
+        vals, idx = torch.topk(weights.float(), k=min(top_k, weights.shape[-1]))
+        return [(self.tokenizer.convert_ids_to_tokens(int(i)), float(v)) for v, i in zip(vals, idx) if v > 0]
+
+    # ------------------------------------------------------------------ persistence
+    def save_pretrained(self, directory: str | Path) -> Path:
+        """Write the backbone (safetensors), tokenizer and ``lexray_encoder.json`` to ``directory``."""
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self.backbone.save_pretrained(directory, safe_serialization=True)
+        self.tokenizer.save_pretrained(directory)
+        self.settings.save(directory)
+        return directory
+
+
+def _head_pool(head, hidden: torch.Tensor, pool_mask: torch.Tensor) -> torch.Tensor:
+    return splade_max_pool(head(hidden), pool_mask, inplace=True)
+
+
+def load_encoder(cfg) -> SparseEncoder:
+    """Build a :class:`SparseEncoder` from a :class:`lexray.config.ModelConfig` (pretrained or random init),
+    applying its settings overrides and the MLM-head rescale ``W <- W / mlm_head_rescale``."""
+    overrides = dict(query_max_length=cfg.query_max_length, doc_max_length=cfg.doc_max_length,
+                     query_prefix=cfg.query_prefix, doc_prefix=cfg.doc_prefix,
+                     inference_free_queries=cfg.inference_free_queries, query_top_k=cfg.query_top_k,
+                     doc_top_k=cfg.doc_top_k, chunk_size=cfg.chunk_size)
+    if cfg.query_idf_path:
+        import json
+
+        from lexray.paths import resolve_local
+
+        p = resolve_local(cfg.query_idf_path)
+        if p is None:
+            raise FileNotFoundError(f"model.query_idf_path: {cfg.query_idf_path} not found")
+        overrides["query_idf"] = {int(k): float(v) for k, v in json.loads(p.read_text()).items()}
+    if cfg.random_init is not None:
+        backbone, tokenizer, kind = build_random_backbone(cfg.random_init)
+        special = cfg.special_tokens if cfg.special_tokens != "auto" else (
+            "exclude" if kind == "decoder" else "include")
+        enc = SparseEncoder(backbone, tokenizer, EncoderSettings(
+            kind=kind, special_tokens=special, **{k: v for k, v in overrides.items() if v is not None}))
+    else:
+        if cfg.special_tokens != "auto":
+            overrides["special_tokens"] = cfg.special_tokens
+        enc = SparseEncoder.from_pretrained(cfg.name_or_path, kind=cfg.kind, dtype=cfg.dtype,
+                                            trust_remote_code=cfg.trust_remote_code, **overrides)
+    if cfg.mlm_head_rescale != 1.0:
+        rescale_mlm_head(enc.backbone, cfg.mlm_head_rescale)
+    return enc

@@ -1,0 +1,46 @@
+"""One place for ``ray.init`` defaults.
+
+Why: on this kind of machine Ray binds to the external interface unless ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``
+is set before Ray is imported, a stale cluster file breaks ``ray.init(num_cpus=...)`` (``address="local"``
+avoids it), and a job submitted with ``ray job submit`` must attach to the running cluster instead of starting
+its own. :func:`init_ray` handles all three.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+
+log = logging.getLogger(__name__)
+
+
+def init_ray(address: str | None = None, num_cpus: int | None = None, **kwargs):
+    """Start or attach to Ray, idempotently.
+
+    Args:
+        address: ``None`` attaches to the cluster this process was submitted to (``RAY_ADDRESS`` set by
+            ``ray job submit``) and otherwise starts a local, loopback-only instance; ``"auto"`` or an
+            ``ip:port`` attaches explicitly.
+        num_cpus: CPUs for a *new* local instance (ignored when attaching).
+        kwargs: passed through to :func:`ray.init`.
+
+    Returns the Ray context. Never raises if Ray is already initialised in this process.
+    """
+    import ray
+
+    if ray.is_initialized():
+        return ray.get_runtime_context()
+    kwargs.setdefault("include_dashboard", False)
+    kwargs.setdefault("log_to_driver", True)
+    kwargs.setdefault("configure_logging", True)
+    kwargs.setdefault("logging_level", logging.WARNING)
+    if address is None and os.environ.get("RAY_ADDRESS"):
+        address = os.environ["RAY_ADDRESS"]
+    if address is None:
+        ctx = ray.init(address="local", num_cpus=num_cpus, _node_ip_address="127.0.0.1", **kwargs)
+    else:
+        kwargs.pop("include_dashboard", None)
+        ctx = ray.init(address=address, **kwargs)
+    return ctx

@@ -1,0 +1,328 @@
+"""Distribution strategies behind one interface: DDP, FSDP2 and DeepSpeed ZeRO-2/3.
+
+The training loop (:mod:`lexray.train.loop`) only calls :class:`Strategy` methods: ``forward`` (one call per
+micro-batch, returning query and document representations), ``backward`` inside ``sync(last)`` (gradient
+synchronisation only on the last micro-batch of a step), ``step`` (clip, optimizer, LR schedule), ``save`` /
+``load`` (every rank writes and reads its own files) and ``full_state_dict`` (the unsharded weights on rank 0, for
+LoRA merging and ``save_pretrained``).
+
+* ``ddp``: :class:`torch.nn.parallel.DistributedDataParallel` (as ``ray.train.torch.prepare_model`` would build;
+  built directly so ``no_sync`` is available); torch AdamW.
+* ``fsdp``: FSDP2 — :func:`torch.distributed.fsdp.fully_shard` on every transformer layer
+  (``SparseEncoder.transformer_layers()``), then on the root; parameters become DTensor shards; torch AdamW on them.
+* ``deepspeed``: ZeRO stage from a JSON file (default ``jobs/configs/deepspeed/zero2.json``). ``"auto"`` values are
+  filled from the phase: lr, weight decay, micro batch, accumulation, clipping, bf16. On CPU the workers need
+  ``DS_ACCELERATOR=cpu`` (set by :func:`lexray.train.loop.run_training` in the workers' runtime env) and
+  ``"torch_adam": true`` (DeepSpeed's own CPU Adam needs a ~130 s C++ build).
+
+All three average gradients over the W workers; the loop compensates for that where a loss term is computed on the
+gathered global batch (see :mod:`lexray.losses.infonce`).
+
+Checkpoint files: ddp/fsdp write a ``torch.distributed.checkpoint`` (DCP) folder ``dcp/`` (each rank its
+``__<rank>_0.distcp``, rank 0 the ``.metadata``; optimizer state included; re-shardable) plus ``scheduler.pt``;
+deepspeed writes ``deepspeed/`` with ``engine.save_checkpoint`` (per-rank ZeRO shards; scheduler included).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from lexray.paths import REPO_ROOT
+
+log = logging.getLogger(__name__)
+
+DEFAULT_DEEPSPEED_CONFIG = REPO_ROOT / "jobs" / "configs" / "deepspeed" / "zero2.json"
+
+
+def _dist():
+    import torch.distributed as dist
+
+    return dist if dist.is_available() and dist.is_initialized() else None
+
+
+def rank() -> int:
+    d = _dist()
+    return d.get_rank() if d else 0
+
+
+def world_size() -> int:
+    d = _dist()
+    return d.get_world_size() if d else 1
+
+
+def barrier() -> None:
+    d = _dist()
+    if d:
+        d.barrier()
+
+
+def param_groups(module: nn.Module, weight_decay: float) -> list[dict]:
+    """AdamW groups: decay for matrices, none for biases and norm weights (1-D parameters); trainable only."""
+    decay, no_decay = [], []
+    for p in module.parameters():
+        if p.requires_grad:
+            (decay if p.dim() >= 2 else no_decay).append(p)
+    groups = [{"params": decay, "weight_decay": weight_decay}]
+    if no_decay:
+        groups.append({"params": no_decay, "weight_decay": 0.0})
+    return groups
+
+
+def warmup_steps_of(total_steps: int, warmup_ratio: float) -> int:
+    return int(math.ceil(total_steps * warmup_ratio))
+
+
+class Strategy:
+    """Common interface; see the module docstring. ``module`` is the (unwrapped) model whose ``forward(q, d)``
+    returns ``(q_reps (B, |V|), d_reps (B·(1+N), |V|))``."""
+
+    name = "base"
+
+    def __init__(self, module: nn.Module, *, lr: float, weight_decay: float, total_steps: int,
+                 warmup_ratio: float, max_grad_norm: float | None, device: torch.device, **_):
+        self.module = module
+        self.device = device
+        self.max_grad_norm = max_grad_norm
+        self.total_steps = total_steps
+        self.warmup = warmup_steps_of(total_steps, warmup_ratio)
+        self.lr0, self.weight_decay = lr, weight_decay
+
+    # --- to implement
+    def forward(self, q: dict, d: dict):
+        return self.model(q, d)
+
+    def sync(self, last: bool):
+        return contextlib.nullcontext()
+
+    def backward(self, loss: torch.Tensor) -> None:
+        loss.backward()
+
+    def step(self) -> float:
+        raise NotImplementedError
+
+    def lr(self) -> float:
+        return float(self.optimizer.param_groups[0]["lr"])
+
+    def save(self, directory: Path) -> None:
+        raise NotImplementedError
+
+    def load(self, directory: Path) -> None:
+        raise NotImplementedError
+
+    def full_state_dict(self) -> dict[str, torch.Tensor] | None:
+        raise NotImplementedError
+
+    # --- shared torch-optimizer helpers (ddp, fsdp)
+    def _make_optimizer(self) -> None:
+        from transformers import get_cosine_schedule_with_warmup
+
+        self.optimizer = torch.optim.AdamW(param_groups(self.module, self.weight_decay), lr=self.lr0)
+        self.scheduler = get_cosine_schedule_with_warmup(self.optimizer, self.warmup, self.total_steps)
+
+    def _torch_step(self) -> float:
+        params = [p for p in self.module.parameters() if p.requires_grad]
+        if self.max_grad_norm:
+            norm = torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm)
+        else:
+            norm = torch.nn.utils.clip_grad_norm_(params, float("inf"))
+        if hasattr(norm, "full_tensor"):
+            norm = norm.full_tensor()
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return float(norm)
+
+    def _dcp_save(self, directory: Path) -> None:
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import get_state_dict
+
+        msd, osd = get_state_dict(self.module, self.optimizer)
+        dcp.save({"model": msd, "optim": osd}, checkpoint_id=str(directory / "dcp"))
+        if rank() == 0:
+            torch.save(self.scheduler.state_dict(), directory / "scheduler.pt")
+
+    def _dcp_load(self, directory: Path) -> None:
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+        msd, osd = get_state_dict(self.module, self.optimizer)
+        state = {"model": msd, "optim": osd}
+        dcp.load(state, checkpoint_id=str(directory / "dcp"))
+        set_state_dict(self.module, self.optimizer, model_state_dict=state["model"],
+                       optim_state_dict=state["optim"])
+        self.scheduler.load_state_dict(torch.load(directory / "scheduler.pt", weights_only=False))
+
+
+class DDPStrategy(Strategy):
+    name = "ddp"
+
+    def __init__(self, module: nn.Module, **kw):
+        super().__init__(module, **kw)
+        module.to(self.device)
+        if world_size() > 1:
+            from torch.nn.parallel import DistributedDataParallel as DDP
+
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.model = DDP(module, device_ids=ids)
+        else:
+            self.model = module
+        self._make_optimizer()
+
+    def sync(self, last: bool):
+        if last or not hasattr(self.model, "no_sync"):
+            return contextlib.nullcontext()
+        return self.model.no_sync()
+
+    def step(self) -> float:
+        return self._torch_step()
+
+    def save(self, directory: Path) -> None:
+        self._dcp_save(directory)
+
+    def load(self, directory: Path) -> None:
+        self._dcp_load(directory)
+
+    def full_state_dict(self):
+        if rank() != 0:
+            return None
+        return {k: v.detach().cpu().clone() for k, v in self.module.state_dict().items()}
+
+
+class FSDPStrategy(Strategy):
+    name = "fsdp"
+
+    def __init__(self, module: nn.Module, layers: list[nn.Module] | None = None, **kw):
+        super().__init__(module, **kw)
+        from torch.distributed.fsdp import fully_shard
+
+        module.to(self.device)
+        for layer in layers or []:
+            fully_shard(layer)
+        fully_shard(module)
+        self.model = module
+        self._make_optimizer()
+
+    def sync(self, last: bool):
+        self.model.set_requires_gradient_sync(last)
+        return contextlib.nullcontext()
+
+    def step(self) -> float:
+        return self._torch_step()
+
+    def save(self, directory: Path) -> None:
+        self._dcp_save(directory)
+
+    def load(self, directory: Path) -> None:
+        self._dcp_load(directory)
+
+    def full_state_dict(self):
+        from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+
+        sd = get_model_state_dict(self.module, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        return sd if rank() == 0 else None
+
+
+def fill_deepspeed_config(path: str | Path | None, *, lr: float, weight_decay: float, micro_batch: int,
+                          grad_accum: int, world: int, max_grad_norm: float | None, bf16: bool) -> dict:
+    """Read a DeepSpeed JSON config and fill its ``"auto"`` values from the phase (explicit values win).
+
+    Raises:
+        FileNotFoundError / ValueError: missing file or invalid JSON (names the file).
+    """
+    from lexray.paths import resolve_local
+
+    p = resolve_local(path) if path else DEFAULT_DEEPSPEED_CONFIG
+    if p is None or not Path(p).is_file():
+        raise FileNotFoundError(f"DeepSpeed config not found: {path}")
+    try:
+        cfg = json.loads(Path(p).read_text())
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{p}: invalid JSON: {e}") from None
+    fills = {"train_micro_batch_size_per_gpu": micro_batch, "gradient_accumulation_steps": grad_accum,
+             "train_batch_size": micro_batch * grad_accum * world,
+             "gradient_clipping": float(max_grad_norm or 0.0)}
+    for k, v in fills.items():
+        if cfg.get(k, "auto") == "auto":
+            cfg[k] = v
+    opt = cfg.setdefault("optimizer", {"type": "AdamW", "params": {"torch_adam": True}})
+    params = opt.setdefault("params", {})
+    for k, v in (("lr", lr), ("weight_decay", weight_decay)):
+        if params.get(k, "auto") == "auto":
+            params[k] = v
+    bf = cfg.setdefault("bf16", {})
+    if bf.get("enabled", "auto") == "auto":
+        bf["enabled"] = bool(bf16)
+    return cfg
+
+
+class DeepSpeedStrategy(Strategy):
+    """ZeRO via ``deepspeed.initialize``; the engine steps at accumulation boundaries it counts itself, so
+    ``backward`` also calls ``engine.step()`` (a no-op except on the last micro-batch of a step)."""
+
+    name = "deepspeed"
+
+    def __init__(self, module: nn.Module, *, deepspeed_config: str | None = None, micro_batch: int = 1,
+                 grad_accum: int = 1, bf16: bool = False, **kw):
+        super().__init__(module, **kw)
+        import deepspeed
+        from transformers import get_cosine_schedule_with_warmup
+
+        cfg = fill_deepspeed_config(deepspeed_config, lr=self.lr0, weight_decay=self.weight_decay,
+                                    micro_batch=micro_batch, grad_accum=grad_accum, world=world_size(),
+                                    max_grad_norm=self.max_grad_norm, bf16=bf16)
+        self.stage = int(cfg.get("zero_optimization", {}).get("stage", 0))
+        warm, total = self.warmup, self.total_steps
+        self.engine, self.optimizer, _, self.scheduler = deepspeed.initialize(
+            model=module, model_parameters=[p for p in module.parameters() if p.requires_grad], config=cfg,
+            lr_scheduler=lambda opt: get_cosine_schedule_with_warmup(opt, warm, total))
+        self.model = self.engine
+
+    def backward(self, loss: torch.Tensor) -> None:
+        self.engine.backward(loss, scale_wrt_gas=False)
+        self.engine.step()
+
+    def step(self) -> float:
+        norm = self.engine.get_global_grad_norm()
+        return float(norm) if norm is not None else float("nan")
+
+    def lr(self) -> float:
+        return float(self.engine.get_lr()[0])
+
+    def save(self, directory: Path) -> None:
+        self.engine.save_checkpoint(str(directory / "deepspeed"), tag="state")
+
+    def load(self, directory: Path) -> None:
+        path, _ = self.engine.load_checkpoint(str(directory / "deepspeed"), tag="state")
+        if path is None:
+            raise FileNotFoundError(f"{directory / 'deepspeed'}: no DeepSpeed checkpoint with tag 'state'")
+
+    def full_state_dict(self):
+        mod = self.engine.module
+        if self.stage == 3:
+            import deepspeed
+
+            with deepspeed.zero.GatheredParameters(list(mod.parameters()), modifier_rank=None):
+                sd = {k: v.detach().cpu().clone() for k, v in mod.state_dict().items()} if rank() == 0 else None
+            return sd
+        return {k: v.detach().cpu().clone() for k, v in mod.state_dict().items()} if rank() == 0 else None
+
+
+STRATEGIES = {"ddp": DDPStrategy, "fsdp": FSDPStrategy, "deepspeed": DeepSpeedStrategy}
+
+
+def make_strategy(name: str, module: nn.Module, **kw) -> Strategy:
+    """Build a strategy by name (``ddp``, ``fsdp``, ``deepspeed``); see the classes for keyword arguments.
+
+    Raises:
+        ValueError: unknown name.
+    """
+    if name not in STRATEGIES:
+        raise ValueError(f"unknown train.strategy {name!r}; expected one of {sorted(STRATEGIES)}")
+    return STRATEGIES[name](module, **kw)

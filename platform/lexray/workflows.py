@@ -1,0 +1,115 @@
+"""End-to-end workflows behind the training jobs: prepare data → train (Ray Train) → encode, index, evaluate.
+
+Why here and not in ``jobs/``: the jobs stay thin (parse config → call this → print), and the same sequence is
+reused by ``jobs/train_laconic.py``, ``jobs/train_splade.py`` and tests.
+
+Output folder (``cfg.out_dir``, default ``outputs/<cfg.name>``)::
+
+    config.resolved.yaml
+    hardneg/<dataset>.<split>.bm25.jsonl     BM25-mined hard negatives (when a phase needs them and has none)
+    bm25-index/                              the Lucene BM25 index used for mining
+    train/<name>/                            Ray Train storage: checkpoints, result files, lexray/ (metrics.jsonl,
+                                             TensorBoard, merged phase encoders)
+    eval/zero-shot/, eval/trained/           evaluation folders (lexray.eval.pipeline)
+    metrics.json, metrics.md                 the final table (one row per evaluated model)
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from lexray.config import LexrayConfig, save_config
+from lexray.paths import default_output_dir
+
+log = logging.getLogger(__name__)
+
+
+def output_dir(cfg: LexrayConfig) -> Path:
+    """``cfg.out_dir`` or ``outputs/<cfg.name>`` (absolute)."""
+    return Path(cfg.out_dir).resolve() if cfg.out_dir else (default_output_dir() / cfg.name).resolve()
+
+
+def prepare_hard_negatives(cfg: LexrayConfig, out: Path) -> LexrayConfig:
+    """Mine BM25 hard negatives for every ``hard_negatives`` phase that has no ``data_path``.
+
+    Negatives come from ``cfg.data.dataset``'s ``cfg.data.train_split`` queries, BM25 (Anserini defaults) over
+    the same corpus, ``num_negatives`` per query (see :mod:`lexray.data.mining` for the rank window). The file
+    is reused when it already exists. Returns a config whose phases point at the mined file.
+    """
+    needs = [i for i, p in enumerate(cfg.train.phases) if p.data == "hard_negatives" and p.data_path is None]
+    if not needs:
+        return cfg
+    from lexray.data.beir import resolve_dataset_dir
+    from lexray.data.mining import mine_bm25_negatives, write_groups_jsonl
+    from lexray.index.lucene import build_bm25_index
+
+    dataset = resolve_dataset_dir(cfg.data.dataset)
+    n_neg = max(cfg.train.phases[i].num_negatives for i in needs)
+    path = out / "hardneg" / f"{dataset.name}.{cfg.data.train_split}.bm25.n{n_neg}.jsonl"
+    if not path.is_file():
+        index_dir = out / "bm25-index"
+        if not (index_dir / "segments_1").exists() and not list(index_dir.glob("segments_*")):
+            build_bm25_index(dataset, index_dir, overwrite=True, on_error=cfg.data.on_error)
+        groups, report = mine_bm25_negatives(dataset, index_dir, split=cfg.data.train_split,
+                                             num_negatives=n_neg, seed=cfg.seed)
+        n = write_groups_jsonl(groups, path)
+        print(f"mined BM25 hard negatives: {n} groups -> {path}\n{report.summary()}")
+    phases = [p.model_copy(update={"data_path": str(path)}) if i in needs else p
+              for i, p in enumerate(cfg.train.phases)]
+    return cfg.model_copy(update={"train": cfg.train.model_copy(update={"phases": phases})})
+
+
+def trained_model_config(cfg: LexrayConfig, model_dir: Path) -> LexrayConfig:
+    """The config whose model is the trained checkpoint (its ``lexray_encoder.json`` carries the contract)."""
+    model = cfg.model.model_copy(update={
+        "name_or_path": str(model_dir), "random_init": None, "mlm_head_rescale": 1.0,
+        # settings travel in the checkpoint; do not re-apply recipe overrides on top of them
+        "query_max_length": None, "doc_max_length": None, "query_prefix": None, "doc_prefix": None,
+        "inference_free_queries": None, "chunk_size": cfg.model.chunk_size})
+    return cfg.model_copy(update={"model": model})
+
+
+def train_and_evaluate(cfg: LexrayConfig, evaluate: bool = True, zero_shot: bool = False) -> dict:
+    """Run the recipe: mine negatives if needed, train every phase on Ray Train, then evaluate.
+
+    Args:
+        cfg: resolved configuration.
+        evaluate: encode the corpus with the trained model, index, search and evaluate on ``cfg.data.split``.
+        zero_shot: also evaluate the starting model first (same pipeline), so the table shows the gain.
+
+    Returns:
+        ``{"train": TrainResult, "rows": [metrics.json records], "out_dir": Path}``.
+    """
+    from lexray.eval.pipeline import evaluate_sparse
+    from lexray.eval.report import write_markdown
+    from lexray.train.loop import run_training
+
+    out = output_dir(cfg)
+    out.mkdir(parents=True, exist_ok=True)
+    cfg = cfg.model_copy(update={"out_dir": str(out)})
+    save_config(cfg, out)
+    rows = []
+    if zero_shot:
+        rows.append(evaluate_sparse(cfg, out / "eval" / "zero-shot",
+                                    retriever_name=f"{_model_label(cfg)} (zero-shot)"))
+    cfg = prepare_hard_negatives(cfg, out)
+    save_config(cfg, out)
+    result = run_training(cfg, storage_path=out / "train")
+    print(f"trained model: {result.model_dir}")
+    if evaluate and result.model_dir is not None:
+        ecfg = trained_model_config(cfg, result.model_dir)
+        rows.append(evaluate_sparse(ecfg, out / "eval" / "trained", retriever_name=f"{cfg.name} (trained)"))
+    if rows:
+        import json
+
+        (out / "metrics.json").write_text(json.dumps(rows if len(rows) > 1 else rows[0], indent=2) + "\n")
+        write_markdown(out / "metrics.md", rows, title=f"{cfg.name}: {cfg.data.dataset} {cfg.data.split}",
+                       efficiency=("avg_query_nnz", "index_avg_nnz_per_doc"))
+    return {"train": result, "rows": rows, "out_dir": out}
+
+
+def _model_label(cfg: LexrayConfig) -> str:
+    if cfg.model.name_or_path:
+        return Path(str(cfg.model.name_or_path)).name
+    return f"random-init {cfg.model.random_init.architecture}"

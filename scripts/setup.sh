@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Idempotent set-up of lexray on a fresh machine: one virtualenv (.venv) with the CPU torch wheel pinned
+# (constraints.txt) and lexray installed editable with its dev extras. Re-running is a no-op once the
+# installed requirements match pyproject.toml.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3.11}
+command -v "$PY" >/dev/null 2>&1 || PY=python3
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.lexray-setup-stamp
+want=$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
+  exit 0
+fi
+.venv/bin/python -m pip install -q --upgrade pip setuptools wheel
+# torch first: the local CPU wheel. Everything after carries the constraint so nothing upgrades it.
+.venv/bin/python -m pip install -q -c constraints.txt "torch==2.13.0"
+.venv/bin/python -m pip install -q -c constraints.txt -e ".[dev]"
+echo "$want" > "$stamp"

@@ -1,0 +1,125 @@
+"""Shard schema, atomic writes, reading back, verification and the manifest (no model, no Ray)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from lexray.encode.shards import (
+    SHARD_SCHEMA,
+    Manifest,
+    ModelInfo,
+    ShardInfo,
+    fingerprint,
+    ids_digest,
+    iter_shards,
+    load_manifest,
+    read_shard,
+    remove_stale_tmp,
+    save_manifest,
+    shard_metadata,
+    shard_name,
+    shard_table,
+    verify_shard,
+    write_shard,
+)
+
+
+def _rows():
+    ids = ["d1", "d2", "d3"]
+    term_ids = [np.array([3, 7, 100], np.int32), np.array([], np.int32), np.array([5], np.int32)]
+    weights = [np.array([0.5, 1.25, 2.0], np.float32), np.array([], np.float32), np.array([0.1], np.float32)]
+    offsets = np.array([0, 3, 3, 4])
+    return ids, term_ids, weights, offsets
+
+
+def _table(fp="fp-a", index=0):
+    ids, term_ids, weights, offsets = _rows()
+    return shard_table(ids, offsets, np.concatenate(term_ids), np.concatenate(weights),
+                       metadata=shard_metadata(fp, index))
+
+
+def _info(path_rows=3, index=0):
+    ids, *_ = _rows()
+    return ShardInfo(index=index, file=shard_name(index), rows=path_rows, first_doc=0, first_doc_id=ids[0],
+                     last_doc_id=ids[-1], ids_sha1=ids_digest(ids))
+
+
+def test_shard_table_schema_is_exact_and_round_trips(tmp_path):
+    path = tmp_path / shard_name(0)
+    nbytes = write_shard(_table(), path)
+    assert nbytes == path.stat().st_size > 0
+    on_disk = pq.read_schema(path)
+    assert on_disk.equals(SHARD_SCHEMA, check_metadata=False)
+    assert on_disk.field("term_ids").type == pa.list_(pa.int32())
+    assert on_disk.field("weights").type == pa.list_(pa.float32())
+    assert on_disk.metadata[b"lexray.fingerprint"] == b"fp-a"
+    doc_ids, term_ids, weights = read_shard(path)
+    ids, exp_t, exp_w, _ = _rows()
+    assert doc_ids == ids
+    for a, b in zip(term_ids, exp_t, strict=True):
+        assert a.dtype == np.int32 and a.tolist() == b.tolist()
+    for a, b in zip(weights, exp_w, strict=True):
+        assert a.dtype == np.float32 and a.tolist() == b.tolist()
+    assert not list(tmp_path.glob(".*tmp*")), "temporary file left behind"
+
+
+def test_shard_table_rejects_inconsistent_arrays():
+    ids, term_ids, weights, offsets = _rows()
+    with pytest.raises(ValueError, match="disagree"):
+        shard_table(ids, offsets, np.concatenate(term_ids), np.concatenate(weights)[:-1])
+    with pytest.raises(ValueError, match="offsets"):
+        shard_table(ids, offsets[:-1], np.concatenate(term_ids), np.concatenate(weights))
+
+
+def test_write_shard_refuses_wrong_schema_and_leaves_nothing(tmp_path):
+    bad = pa.table({"doc_id": ["a"], "term_ids": pa.array([[1]], pa.list_(pa.int64())),
+                    "weights": pa.array([[1.0]], pa.list_(pa.float32()))})
+    with pytest.raises(ValueError, match="schema"):
+        write_shard(bad, tmp_path / shard_name(0))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_iter_shards_batches_in_manifest_order(tmp_path):
+    write_shard(_table(index=0), tmp_path / shard_name(0))
+    write_shard(_table(index=1), tmp_path / shard_name(1))
+    batches = list(iter_shards(tmp_path, batch_size=2))
+    assert [len(b.doc_ids) for b in batches] == [2, 1, 2, 1]
+    assert [d for b in batches for d in b.doc_ids] == ["d1", "d2", "d3"] * 2
+    assert batches[1].term_ids[0].tolist() == [5]
+
+
+def test_verify_shard_detects_missing_truncated_foreign_and_wrong_rows(tmp_path):
+    path = tmp_path / shard_name(0)
+    assert verify_shard(path, _info(), "fp-a")[:2] == (False, "missing")
+    write_shard(_table(), path)
+    ok, why, postings = verify_shard(path, _info(), "fp-a")
+    assert ok and why == "ok" and postings == 4
+    assert verify_shard(path, _info(), "fp-b")[0] is False  # made by another model/settings
+    ok, why, _ = verify_shard(path, _info(path_rows=4), "fp-a")
+    assert not ok and "rows 3 != 4" in why
+    other = _info().model_copy(update={"ids_sha1": ids_digest(["x", "y", "z"])})
+    assert verify_shard(path, other, "fp-a")[0] is False
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])  # a truncated file (e.g. a copy that was cut off)
+    ok, why, _ = verify_shard(path, _info(), "fp-a")
+    assert not ok and why.startswith("unreadable")
+
+
+def test_manifest_round_trip_and_stale_tmp_cleanup(tmp_path):
+    ident = {"model_hash": "sha256:x", "threshold": 0.0}
+    m = Manifest(fingerprint=fingerprint(ident), identity=ident, rows_per_shard=3,
+                 model=ModelInfo(name_or_path="m", content_hash="sha256:x", vocab_size=10), shards=[_info()])
+    save_manifest(m, tmp_path)
+    back = load_manifest(tmp_path)
+    assert back == m and back.shards[0].ids_sha1 == ids_digest(["d1", "d2", "d3"])
+    assert fingerprint(ident) == fingerprint(dict(reversed(list(ident.items()))))  # key order irrelevant
+    assert fingerprint(ident) != fingerprint({**ident, "threshold": 0.1})
+    (tmp_path / ".part-00000.parquet.tmp-abc").write_bytes(b"partial")
+    assert remove_stale_tmp(tmp_path) == 1
+    (tmp_path / "manifest.json").write_text("{not json")
+    with pytest.raises(ValueError, match="manifest.json"):
+        load_manifest(tmp_path)
+    assert load_manifest(tmp_path / "nowhere") is None

@@ -1,0 +1,145 @@
+"""Index build from small random Parquet shards: postings equal the shards, impacts, statistics, bad shards."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from lexray.config import IndexConfig
+from lexray.index.build import IndexBuildError, build_index, load_stats
+
+SCHEMA = pa.schema([("doc_id", pa.string()), ("term_ids", pa.list_(pa.int32())), ("weights", pa.list_(pa.float32()))])
+
+
+def write_shard(path, doc_ids, term_ids, weights, schema=SCHEMA):
+    pq.write_table(pa.table({"doc_id": doc_ids, "term_ids": term_ids, "weights": weights}, schema=schema), path)
+
+
+def random_shards(d, n_docs=300, vocab=200, max_nnz=25, n_shards=3, seed=0, manifest_vocab=None):
+    """Random sparse documents in ``n_shards`` files; returns the dense (n_docs, vocab) matrix and the ids."""
+    rng = np.random.default_rng(seed)
+    d.mkdir(parents=True, exist_ok=True)
+    dense = np.zeros((n_docs, vocab), np.float32)
+    ids = [f"doc-{rng.integers(1e9)}-{i}" for i in range(n_docs)]  # not sorted: order must come from the shards
+    for s, idx in enumerate(np.array_split(np.arange(n_docs), n_shards)):
+        tids, ws = [], []
+        for i in idx:
+            t = rng.choice(vocab, size=rng.integers(0, max_nnz), replace=False).astype(np.int32)  # unsorted
+            w = rng.gamma(2.0, 0.7, size=len(t)).astype(np.float32)
+            if len(w) > 3:
+                w[0] = 0.0  # zero weights are dropped from the postings (and counted)
+            dense[i, t] = w
+            tids.append(t)
+            ws.append(w)
+        write_shard(d / f"shard-{s:03d}.parquet", [ids[i] for i in idx], tids, ws)
+    if manifest_vocab:
+        (d / "manifest.json").write_text(json.dumps({"vocab_size": manifest_vocab}))
+    return dense, ids
+
+
+def read_postings(index_dir):
+    return (np.load(index_dir / "offsets.npy"), np.load(index_dir / "postings_doc.npy"),
+            np.load(index_dir / "postings_weight.npy"), np.load(index_dir / "postings_impact.npy"))
+
+
+def test_build_matches_shards(tmp_path):
+    dense, ids = random_shards(tmp_path / "shards", manifest_vocab=256)
+    # small record batches: the duplicate check and df counting must work across batch boundaries
+    stats = build_index(tmp_path / "shards", tmp_path / "index", IndexConfig(threads=1, memory_limit="256MB"),
+                        show_progress=False, batch_rows=97)
+    off, pdoc, pw, imp = read_postings(tmp_path / "index")
+    assert off.dtype == np.int64 and pdoc.dtype == np.int32 and pw.dtype == np.float32 and imp.dtype == np.uint8
+    assert stats.vocab_size == 256 and off.shape == (257,) and off[-1] == len(pdoc) == stats.n_postings
+    rebuilt = np.zeros((len(ids), 256), np.float32)
+    for t in range(256):
+        docs = pdoc[off[t]:off[t + 1]]
+        assert np.all(np.diff(docs) > 0), f"postings of term {t} not sorted by doc"
+        rebuilt[docs, t] = pw[off[t]:off[t + 1]]
+    np.testing.assert_array_equal(rebuilt[:, :200], dense)
+    assert not rebuilt[:, 200:].any()
+    # doc ids in shard order
+    tab = pq.read_table(tmp_path / "index" / "doc_ids.parquet")
+    assert tab.column("doc_idx").to_pylist() == list(range(len(ids)))
+    assert tab.column("doc_id").to_pylist() == ids
+    # statistics
+    nnz = (dense > 0).sum()
+    assert stats.n_postings == nnz and stats.n_docs == 300 and stats.n_shards == 3
+    assert stats.zero_weight_postings_dropped > 0
+    assert stats.empty_docs == int(((dense > 0).sum(1) == 0).sum())
+    assert stats.avg_nnz_per_doc == pytest.approx(nnz / 300)
+    p = (dense > 0).sum(0) / 300
+    assert stats.flops == pytest.approx(float((p ** 2).sum()))
+    assert stats.max_weight == pytest.approx(float(dense.max()))
+    assert stats.n_terms == int(((dense > 0).sum(0) > 0).sum())
+    on_disk = load_stats(tmp_path / "index")
+    assert on_disk["n_postings"] == stats.n_postings and on_disk["quant_bits"] == 8
+    assert stats.index_bytes >= sum(f.stat().st_size for f in (tmp_path / "index").glob("*.npy"))
+
+
+def test_impacts_quantization(tmp_path):
+    random_shards(tmp_path / "shards")
+    stats = build_index(tmp_path / "shards", tmp_path / "index", show_progress=False)
+    _, _, pw, imp = read_postings(tmp_path / "index")
+    assert stats.quant_scale == pytest.approx(stats.max_weight / 255)
+    assert imp.max() == 255
+    np.testing.assert_array_equal(imp, np.floor(pw.astype(np.float64) / stats.max_weight * 255 + 0.5))
+    assert np.abs(imp * stats.quant_scale - pw).max() <= stats.quant_scale / 2 + 1e-7
+    # 4 bits: same rule, coarser
+    st4 = build_index(tmp_path / "shards", tmp_path / "index4", IndexConfig(quant_bits=4), show_progress=False)
+    imp4 = np.load(tmp_path / "index4" / "postings_impact.npy")
+    assert imp4.max() == 15 and np.abs(imp4 * st4.quant_scale - pw).max() <= st4.quant_scale / 2 + 1e-7
+
+
+def test_rebuild_replaces_and_cleans_up(tmp_path):
+    random_shards(tmp_path / "shards", n_docs=50)
+    build_index(tmp_path / "shards", tmp_path / "index", show_progress=False)
+    random_shards(tmp_path / "shards", n_docs=60, n_shards=3, seed=1)
+    st = build_index(tmp_path / "shards", tmp_path / "index", show_progress=False)
+    assert st.n_docs == 60 and load_stats(tmp_path / "index")["n_docs"] == 60
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["index", "shards"]  # no temp folders left
+
+
+@pytest.mark.parametrize("case", ["duplicate_id", "length_mismatch", "negative_weight", "nan_weight",
+                                  "inf_weight", "repeated_term",
+                                  "term_out_of_vocab", "null_id", "wrong_type"])
+def test_bad_shards(tmp_path, case):
+    d = tmp_path / "shards"
+    d.mkdir()
+    write_shard(d / "a.parquet", ["x", "y"], [[1, 2], [3]], [[0.5, 1.0], [2.0]])
+    schema = SCHEMA
+    rows = {"duplicate_id": (["z", "x"], [[1], [2]], [[1.0], [1.0]]),
+            "length_mismatch": (["z", "w"], [[1], [2, 3]], [[1.0], [1.0]]),
+            "negative_weight": (["z", "w"], [[1], [2]], [[1.0], [-1.0]]),
+            "nan_weight": (["z", "w"], [[1], [2, 3]], [[1.0], [1.0, float("nan")]]),
+            "inf_weight": (["z", "w"], [[1], [2, 3]], [[1.0], [float("inf"), 1.0]]),
+            "repeated_term": (["z", "w"], [[1], [2, 5, 2]], [[1.0], [1.0, 1.0, 2.0]]),
+            "term_out_of_vocab": (["z", "w"], [[1], [9]], [[1.0], [1.0]]),
+            "null_id": (["z", None], [[1], [2]], [[1.0], [1.0]]),
+            "wrong_type": (["z", "w"], [[1], [2]], [[1.0], [1.0]])}[case]
+    if case == "wrong_type":
+        schema = pa.schema([("doc_id", pa.string()), ("term_ids", pa.list_(pa.int64())),
+                            ("weights", pa.list_(pa.float32()))])
+    if case == "term_out_of_vocab":
+        (d / "manifest.json").write_text(json.dumps({"vocab_size": 8}))
+    write_shard(d / "b.parquet", *rows, schema=schema)
+    expected = {"duplicate_id": r"b\.parquet: row 1 \(doc_id 'x'\): field 'doc_id': duplicate .*a\.parquet row 0",
+                "length_mismatch": r"b\.parquet: row 1 \(doc_id 'w'\): field 'weights': term_ids has 2 .* 1",
+                "negative_weight": r"b\.parquet: row 1 \(doc_id 'w'\): field 'weights': invalid weight -1",
+                "nan_weight": r"b\.parquet: row 1 \(doc_id 'w'\): field 'weights': invalid weight nan",
+                "inf_weight": r"b\.parquet: row 1 \(doc_id 'w'\): field 'weights': invalid weight inf",
+                "repeated_term": r"b\.parquet: row 1 \(doc_id 'w'\): field 'term_ids': term id 2 appears more",
+                "term_out_of_vocab": r"b\.parquet: row 1 \(doc_id 'w'\): field 'term_ids': term id 9 >= vocab_size 8",
+                "null_id": r"b\.parquet: row 1 \(doc_id None\): field 'doc_id'",
+                "wrong_type": r"b\.parquet: column 'term_ids' has type list<.*int64>"}[case]
+    with pytest.raises(IndexBuildError, match=expected):
+        build_index(d, tmp_path / "index", show_progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shards"]
+
+
+def test_missing_shards(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no \\*.parquet shards"):
+        (tmp_path / "empty").mkdir()
+        build_index(tmp_path / "empty", tmp_path / "index")

@@ -1,0 +1,29 @@
+"""Every recipe in jobs/configs/ loads and validates; the paper recipes carry LACONIC §2.3-2.4's settings."""
+
+from __future__ import annotations
+
+import pytest
+
+from lexray.config import load_config
+from lexray.paths import REPO_ROOT
+
+RECIPES = sorted((REPO_ROOT / "jobs" / "configs").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", RECIPES, ids=[p.stem for p in RECIPES])
+def test_recipe_validates(path):
+    load_config(path)
+
+
+@pytest.mark.parametrize("size,epochs,rank", [("1b", (3, 2), 32), ("3b", (2, 2), 32), ("8b", (1, 1), 16)])
+def test_laconic_paper_settings(size, epochs, rank):
+    cfg = load_config(REPO_ROOT / "jobs" / "configs" / f"laconic-{size}.yaml")
+    p1, p2 = cfg.train.phases
+    assert (p1.epochs, p2.epochs) == epochs
+    assert p1.global_batch_size == 2048 and p2.global_batch_size == 32
+    assert (p1.query_max_length, p1.doc_max_length) == (64, 192)
+    assert (p2.query_max_length, p2.doc_max_length) == (192, 192)
+    assert p2.num_negatives == 15 and p1.num_negatives == 0
+    for p in (p1, p2):
+        assert p.lora.enabled and p.lora.r == rank
+        assert p.flops.lambda_q == p.flops.lambda_d == 1e-3 and p.flops.schedule == "exponential"

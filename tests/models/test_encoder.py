@@ -1,0 +1,131 @@
+"""SparseEncoder over the real splade-tiny model (../shared/models/splade-tiny)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from lexray.config import ModelConfig
+from lexray.models import SparseEncoder, load_encoder
+
+RHINO = "Rhinoviruses are the most frequent cause of colds."
+
+
+@pytest.fixture(scope="module")
+def splade(splade_tiny_dir):
+    return SparseEncoder.from_pretrained(splade_tiny_dir)
+
+
+def test_top_terms_of_real_model(splade):
+    top = [tok for tok, _ in splade.decode(splade.encode([RHINO])[0], top_k=10)]
+    assert "rhino" in top and "cold" in top
+
+
+def test_batched_equals_one_by_one(splade, scifact_dir):
+    import json
+
+    with open(scifact_dir / "corpus.jsonl") as f:
+        texts = [json.loads(next(f))["text"][:400] for _ in range(7)] + [RHINO, "x"]
+    batched = splade.encode(texts, "document", batch_size=4)
+    single = torch.cat([splade.encode([t], "document") for t in texts])
+    assert batched.shape == (len(texts), 30522)
+    assert torch.allclose(batched, single, atol=1e-5)
+
+
+def test_chunked_forward_equals_full_logits_reference(splade):
+    """The memory-bounded path (body once, head per chunk, pool before activation) equals the textbook
+    computation: full (B, L, |V|) logits -> ReLU -> log1p -> mask -> max."""
+    texts = [RHINO, "short text", "a somewhat longer document about wings and aerodynamics " * 3]
+    batch = splade.tokenize(texts)
+    splade.settings.chunk_size = 2
+    try:
+        with torch.no_grad():
+            fast = splade(**batch)
+            logits = splade.backbone(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+            ref = torch.log1p(torch.relu(logits)).masked_fill(~batch["pool_mask"].unsqueeze(-1), 0).amax(1)
+    finally:
+        splade.settings.chunk_size = 16
+    assert torch.allclose(fast, ref, atol=1e-6)
+
+
+def test_gradients_flow_through_checkpointed_chunks(splade):
+    batch = splade.tokenize([RHINO, "colds"])
+    splade.zero_grad()
+    reps = splade(**batch)
+    reps.sum().backward()
+    grad = splade.backbone.get_input_embeddings().weight.grad
+    assert grad is not None and grad.abs().sum() > 0
+    splade.zero_grad()
+
+
+def test_query_and_document_lengths_and_prefixes(splade_tiny_dir):
+    enc = SparseEncoder.from_pretrained(splade_tiny_dir, query_max_length=8, doc_max_length=32,
+                                        query_prefix="query: ")
+    long = "word " * 100
+    q = enc.tokenize([long], "query")
+    d = enc.tokenize([long], "document")
+    assert q["input_ids"].shape[1] == 8 and d["input_ids"].shape[1] == 32
+    assert enc.tokenizer.convert_ids_to_tokens(int(q["input_ids"][0, 1])) == "query"
+
+
+def test_special_token_policy_excludes_cls_and_sep(splade_tiny_dir):
+    enc = SparseEncoder.from_pretrained(splade_tiny_dir, special_tokens="exclude")
+    batch = enc.tokenize([RHINO])
+    ids, pool = batch["input_ids"][0], batch["pool_mask"][0]
+    assert not pool[ids == enc.tokenizer.cls_token_id].any()
+    assert not pool[ids == enc.tokenizer.sep_token_id].any()
+    assert pool.sum() == batch["attention_mask"].sum() - 2
+    inc = SparseEncoder.from_pretrained(splade_tiny_dir)
+    assert inc.settings.special_tokens == "include"
+    with torch.no_grad():
+        logits = enc.backbone(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[0]
+    ref = torch.log1p(torch.relu(logits[1:-1])).amax(0)  # every position but [CLS] and [SEP]
+    assert torch.allclose(enc.encode([RHINO])[0], ref, atol=1e-6)
+
+
+def test_inference_free_queries_are_bags_of_tokens_with_idf(splade_tiny_dir, tmp_path):
+    import json
+
+    tok_ids = None
+    enc = SparseEncoder.from_pretrained(splade_tiny_dir, inference_free_queries=True)
+    rep = enc.encode(["cold cold virus"], "query")[0]
+    tok_ids = enc.tokenizer("cold cold virus", add_special_tokens=False)["input_ids"]
+    assert set(torch.nonzero(rep).flatten().tolist()) == set(tok_ids)
+    assert torch.all(rep[tok_ids] == 1.0)
+    idf = {str(tok_ids[0]): 2.5}
+    (tmp_path / "idf.json").write_text(json.dumps(idf))
+    cfg = ModelConfig(name_or_path=str(splade_tiny_dir), inference_free_queries=True,
+                      query_idf_path=str(tmp_path / "idf.json"))
+    rep2 = load_encoder(cfg).encode(["cold cold virus"], "query")[0]
+    assert rep2[tok_ids[0]] == pytest.approx(2.5) and rep2[tok_ids[-1]] == 1.0
+    # documents still go through the model
+    assert (enc.encode(["cold"], "document")[0] > 0).sum() > 5
+
+
+def test_save_and_load_keeps_tokenization_contract(splade_tiny_dir, tmp_path):
+    enc = SparseEncoder.from_pretrained(splade_tiny_dir, query_max_length=12, doc_prefix="passage: ",
+                                        special_tokens="exclude")
+    enc.save_pretrained(tmp_path / "ckpt")
+    assert (tmp_path / "ckpt" / "lexray_encoder.json").is_file()
+    assert list((tmp_path / "ckpt").glob("*.safetensors"))
+    again = SparseEncoder.from_pretrained(tmp_path / "ckpt")
+    assert again.settings == enc.settings
+    assert torch.allclose(again.encode([RHINO]), enc.encode([RHINO]), atol=1e-6)
+
+
+def test_sparse_form_and_top_k(splade):
+    ids, ws = splade.encode_sparse([RHINO, "cold"], "document", top_k=5)
+    assert len(ids) == 2 and all(len(i) <= 5 for i in ids)
+    assert ids[0].dtype.name == "int32" and ws[0].dtype.name == "float32"
+    dense = splade.encode([RHINO])[0]
+    assert set(ids[0].tolist()) == set(torch.topk(dense, 5).indices.tolist())
+
+
+def test_mlm_head_rescale_divides_scores(splade_tiny_dir):
+    from lexray.models import mlm_head_norm
+
+    base = load_encoder(ModelConfig(name_or_path=str(splade_tiny_dir)))
+    scaled = load_encoder(ModelConfig(name_or_path=str(splade_tiny_dir), mlm_head_rescale=4.0))
+    assert mlm_head_norm(scaled.backbone)["mean_row_norm"] == pytest.approx(
+        mlm_head_norm(base.backbone)["mean_row_norm"] / 4, rel=1e-5)
+    assert mlm_head_norm(scaled.backbone)["tied"] == 1.0

@@ -1,0 +1,19 @@
+from __future__ import annotations
+
+import pytest
+
+from lexray.paths import REPO_ROOT, resolve_local, shared_dir, shared_path
+
+
+def test_shared_resolves_next_to_repo():
+    assert (shared_dir() / "datasets" / "scifact" / "corpus.jsonl").is_file()
+    assert shared_path("models", "splade-tiny").is_dir()
+    with pytest.raises(FileNotFoundError, match="no-such"):
+        shared_path("no-such")
+
+
+def test_resolve_local_forms():
+    assert resolve_local("shared:models/splade-tiny") == shared_path("models", "splade-tiny")
+    assert resolve_local("../shared/models/splade-tiny") is not None  # relative to the repo root
+    assert resolve_local(str(REPO_ROOT / "pyproject.toml")) == REPO_ROOT / "pyproject.toml"
+    assert resolve_local("naver/splade-v3") is None  # a hub id
