@@ -123,3 +123,24 @@ def test_manifest_round_trip_and_stale_tmp_cleanup(tmp_path):
     with pytest.raises(ValueError, match="manifest.json"):
         load_manifest(tmp_path)
     assert load_manifest(tmp_path / "nowhere") is None
+
+
+def test_row_groups_are_sized_by_postings_not_rows(tmp_path):
+    """Dense rows (an untrained model activates every term) must not make a row group no reader can hold:
+    600 documents × 20,000 non-zeros are split into row groups of at most ~ROW_GROUP_POSTINGS postings."""
+    from lexray.encode.shards import ROW_GROUP_POSTINGS
+
+    n, nnz = 600, 20_000
+    rng = np.random.default_rng(0)
+    ids = [f"d{i}" for i in range(n)]
+    term_ids = np.tile(np.arange(nnz, dtype=np.int32), n)
+    weights = rng.random(n * nnz, dtype=np.float32)
+    offsets = np.arange(n + 1) * nnz
+    table = shard_table(ids, offsets, term_ids, weights)
+    path = tmp_path / shard_name(0)
+    write_shard(table, path)
+    meta = pq.ParquetFile(path).metadata
+    assert meta.num_row_groups >= n * nnz // ROW_GROUP_POSTINGS
+    assert all(meta.row_group(g).num_rows * nnz <= ROW_GROUP_POSTINGS for g in range(meta.num_row_groups))
+    back = read_shard(path)
+    assert back.doc_ids == ids and np.array_equal(back.weights[-1], weights[-nnz:])
