@@ -51,6 +51,6 @@ def ray_session():
 
     import ray
 
-    init_ray(num_cpus=2)
+    init_ray(num_cpus=2, include_dashboard=False)  # faster start; tests need no State API
     yield ray
     ray.shutdown()

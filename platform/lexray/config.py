@@ -39,6 +39,10 @@ class RandomInitConfig(_Section):
     num_key_value_heads: int | None = None
     max_position_embeddings: int = 512
     tie_word_embeddings: bool = True
+    embedding_anisotropy: float = Field(
+        0.0, ge=0.0, description="add one shared random direction to every input-embedding row, with this norm "
+        "relative to the rows' mean norm (trained LMs' embeddings share such a direction; see "
+        "lexray.models.backbones.build_random_backbone)")
     seed: int = 0
 
 

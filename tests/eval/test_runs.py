@@ -7,7 +7,7 @@ import json
 import pytest
 from lexray.data.beir import DataError, ReadReport
 from lexray.eval.report import markdown_table, read_metrics_json, write_markdown, write_metrics_json
-from lexray.eval.runs import read_trec_run, write_trec_run
+from lexray.eval.runs import read_trec_run, run_tag, write_trec_run
 
 
 def test_roundtrip_and_order(tmp_path):
@@ -50,3 +50,12 @@ def test_metrics_json_and_markdown(tmp_path):
     assert rows[3].startswith("| fine-tuned |") and "| – |" in rows[3]
     out = write_markdown(tmp_path / "t.md", [rec], title="SciFact")
     assert out.read_text().startswith("# SciFact\n\n| Retriever")
+
+
+def test_display_names_become_valid_run_tags(tmp_path):
+    """The training jobs name runs "laconic-tiny (trained)"; the tag column must not contain whitespace."""
+    tag = run_tag("laconic-tiny  (trained)\t")
+    assert tag == "laconic-tiny_(trained)" and run_tag("  ") == "lexray"
+    path = write_trec_run({"1": {"d1": 2.0, "d2": 1.0}}, tmp_path / "r.trec", tag=tag)
+    assert path.read_text().split("\n")[0].split() == ["1", "Q0", "d1", "1", "2.0", tag]
+    assert read_trec_run(path) == {"1": {"d1": 2.0, "d2": 1.0}}

@@ -94,7 +94,7 @@ def evaluate_sparse(cfg: LexrayConfig, out_dir: str | Path, backend: Backend | N
     from lexray.encode.pipeline import encode_corpus
     from lexray.eval.metrics import evaluate
     from lexray.eval.report import write_metrics_json
-    from lexray.eval.runs import write_trec_run
+    from lexray.eval.runs import run_tag, write_trec_run
     from lexray.index.build import build_index
     from lexray.index.search import ExactSearcher
     from lexray.models import load_encoder
@@ -133,7 +133,7 @@ def evaluate_sparse(cfg: LexrayConfig, out_dir: str | Path, backend: Backend | N
         run = searcher.search_run(qids, q_ids, q_ws, k=cfg.eval.top_k)
         efficiency["search_qps"] = len(qids) / max(time.perf_counter() - t0, 1e-9)
         results["exact"] = evaluate(run, qrels, cfg.eval.metrics)
-        write_trec_run(run, out / f"run.{cfg.data.split}.trec", tag=retriever_name or "lexray-exact")
+        write_trec_run(run, out / f"run.{cfg.data.split}.trec", tag=run_tag(retriever_name or "lexray-exact"))
     if backend in ("lucene", "both"):
         from lexray.index import lucene
 
@@ -145,7 +145,7 @@ def evaluate_sparse(cfg: LexrayConfig, out_dir: str | Path, backend: Backend | N
         run_l = lucene.impact_search(out / "lucene", qids, q_ids, q_ws, k=cfg.eval.top_k)
         efficiency["lucene_search_qps"] = len(qids) / max(time.perf_counter() - t0, 1e-9)
         results["lucene"] = evaluate(run_l, qrels, cfg.eval.metrics)
-        write_trec_run(run_l, out / f"run.{cfg.data.split}.lucene.trec", tag=retriever_name or "lexray-lucene")
+        write_trec_run(run_l, out / f"run.{cfg.data.split}.lucene.trec", tag=run_tag(retriever_name or "lexray-lucene"))
     headline = results.get("exact") or results["lucene"]
     if len(results) > 1:
         efficiency["backends"] = results

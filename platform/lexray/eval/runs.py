@@ -27,6 +27,13 @@ def sorted_query_ids(ids) -> list[str]:
     return sorted((str(q) for q in ids), key=_qid_key)
 
 
+def run_tag(name: str) -> str:
+    """A TREC run tag from a display name: whitespace runs become ``_`` (``"laconic-tiny (trained)"`` →
+    ``"laconic-tiny_(trained)"``); an empty name becomes ``"lexray"``. The tag is a column of the run file,
+    so it must contain no whitespace (:func:`write_trec_run` refuses one that does)."""
+    return "_".join(str(name).split()) or "lexray"
+
+
 def write_trec_run(run: Mapping[str, Mapping[str, float]], path: str | os.PathLike, tag: str = "lexray",
                    top_k: int | None = None) -> Path:
     """Write ``{qid: {doc_id: score}}`` as a TREC run (ranks 1-based) and return the path.

@@ -163,10 +163,27 @@ def build_random_backbone(rcfg):
         model = AutoModelForCausalLM.from_config(config)
         kind = "decoder"
     _ensure_pad(tokenizer, model)
+    if rcfg.embedding_anisotropy > 0:
+        _add_shared_direction(model.get_input_embeddings().weight, rcfg.embedding_anisotropy)
     if kind == "decoder":
         make_bidirectional(model)
     model.eval()
     return model, tokenizer, kind
+
+
+@torch.no_grad()
+def _add_shared_direction(weight: torch.Tensor, ratio: float) -> None:
+    """Add ``ratio · mean_row_norm · u`` (u a random unit vector) to every row of an embedding matrix.
+
+    Why: SPLADE's sparsity needs most vocabulary logits ``h·E_t`` to fall below zero at once. Trained LMs can
+    do that because their embeddings share a common direction (anisotropy, Ethayarajh 2019): moving ``h``
+    against it lowers every logit. Isotropic random-init embeddings have no such direction, so a random-init
+    backbone stays dense (every one of the 30,522 terms active) whatever λ_D is. With tied weights the output
+    projection gets the same direction.
+    """
+    u = torch.randn(weight.shape[1], generator=torch.Generator().manual_seed(12345))
+    u = u / u.norm()
+    weight.add_(ratio * weight.norm(dim=1).mean() * u.to(weight.dtype))
 
 
 def _causal_arch_name(model_type: str) -> str:

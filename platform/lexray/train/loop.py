@@ -31,6 +31,7 @@ name resumes from the latest checkpoint.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import tempfile
 import time
@@ -348,8 +349,20 @@ def train_func(config: dict) -> None:
     """Ray Train worker entry point. ``config``: ``{"cfg": LexrayConfig as JSON dict, "run_dir": str,
     "fault_injection": {"step", "marker", "phase"} | None}``."""
     cfg = LexrayConfig.model_validate(config["cfg"])
+    _quiet_ray_train_reports()
     torch.manual_seed(cfg.train.seed)
     run_phases(cfg, Path(config["run_dir"]), _RayReporter(), config.get("fault_injection"))
+
+
+def _quiet_ray_train_reports() -> None:
+    """Ray Train V2 logs every ``ray.train.report`` at INFO ("Reporting training result …" with the whole
+    metrics dict, once per rank and report) under a logger named after its module file, which buries lexray's
+    one console line per logged step. Raise that logger to WARNING; a Ray without the module is left alone."""
+    try:
+        from ray.train.v2._internal.execution import context
+    except ImportError:
+        return
+    logging.getLogger(context.__file__).setLevel(logging.WARNING)
 
 
 # ---------------------------------------------------------------------------------------------- driver side
@@ -410,7 +423,9 @@ def run_training(cfg: LexrayConfig, name: str | None = None, storage_path: str |
     resources = {"CPU": tc.cpus_per_worker}
     if tc.use_gpu:
         resources["GPU"] = 1
-    env = {"TOKENIZERS_PARALLELISM": "false"}
+    # RAY_TRAIN_ENABLE_PRINT_PATCH=0: Ray Train V2 otherwise re-routes print() to a logger and, with Ray's
+    # wrapped stdout, tees it too, so every console line of the workers reached the driver twice.
+    env = {"TOKENIZERS_PARALLELISM": "false", "RAY_TRAIN_ENABLE_PRINT_PATCH": "0"}
     if tc.strategy == "deepspeed" and not tc.use_gpu:
         env["DS_ACCELERATOR"] = "cpu"
     trainer = TorchTrainer(
