@@ -46,11 +46,12 @@ def make_cfg(args, workers: int = 1):
 def plain_loop(args) -> list[float]:
     """The baseline: same encoder, data order, objective and optimizer, no Ray, no strategy wrapper."""
     import torch
+    from transformers import get_cosine_schedule_with_warmup
+
     from lexray.data.collate import StepSampler
     from lexray.losses import flops_loss, infonce_loss
     from lexray.models import load_encoder
     from lexray.train import curriculum
-    from transformers import get_cosine_schedule_with_warmup
 
     cfg = make_cfg(args)
     phase = cfg.train.phases[0]

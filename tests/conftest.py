@@ -47,9 +47,9 @@ def bpe_tokenizer_dir(shared):
 @pytest.fixture(scope="session")
 def ray_session():
     """One local Ray instance (2 CPUs, loopback) shared by every Ray test in the run."""
-    from lexray.ray_utils import init_ray
-
     import ray
+
+    from lexray.ray_utils import init_ray
 
     init_ray(num_cpus=2, include_dashboard=False)  # faster start; tests need no State API
     yield ray

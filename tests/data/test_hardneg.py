@@ -3,6 +3,7 @@
 import json
 
 import pytest
+
 from lexray.data.beir import iter_corpus
 from lexray.data.hardneg import HardNegDataset
 

@@ -3,6 +3,7 @@
 import json
 
 import pytest
+
 from lexray.data.beir import iter_corpus
 from lexray.data.pairs import read_pairs_file, title_abstract_pairs
 

@@ -61,8 +61,8 @@ def test_schema_exact_and_every_document_exactly_once(encoded, scifact_dir):
     expected = [d.doc_id for d in iter_corpus(scifact_dir, max_docs=N_DOCS)]
     ids, tids, ws = _all_rows(out)
     assert ids == expected  # corpus order, each document once
-    assert all(len(t) == len(w) and t.dtype == np.int32 and w.dtype == np.float32 for t, w in zip(tids, ws))
-    assert all(np.all(np.diff(t) > 0) and np.all(w > 0) for t, w in zip(tids, ws))
+    assert all(len(t) == len(w) and t.dtype == np.int32 and w.dtype == np.float32 for t, w in zip(tids, ws, strict=True))
+    assert all(np.all(np.diff(t) > 0) and np.all(w > 0) for t, w in zip(tids, ws, strict=True))
     m = load_manifest(out)
     assert m == manifest and m.status == "complete"
     assert m.totals.docs == N_DOCS and m.totals.shards_encoded == N_DOCS // ROWS
@@ -87,7 +87,7 @@ def test_weights_equal_encoder_on_same_texts(encoded, encoder, scifact_dir):
         dense[i, torch.as_tensor(tids[i], dtype=torch.long)] = torch.as_tensor(ws[i])
         ref[i, torch.as_tensor(ref_ids[i], dtype=torch.long)] = torch.as_tensor(ref_ws[i])
     assert (dense - ref).abs().max().item() <= 1e-5
-    exact_sets = sum(np.array_equal(a, b) for a, b in zip(tids, ref_ids))
+    exact_sets = sum(np.array_equal(a, b) for a, b in zip(tids, ref_ids, strict=True))
     assert exact_sets >= len(texts) - 2  # only a logit within float noise of 0 could flip
 
 

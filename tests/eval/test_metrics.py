@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import pytest
+
 from lexray.eval.metrics import deterministic_run, evaluate, parse_metric
 
 QRELS = {"q1": {"d1": 1, "d2": 0, "d3": 2}, "q2": {"d5": 1}, "q3": {"d9": 1}}

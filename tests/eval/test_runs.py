@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from lexray.data.beir import DataError, ReadReport
 from lexray.eval.report import markdown_table, read_metrics_json, write_markdown, write_metrics_json
 from lexray.eval.runs import read_trec_run, run_tag, write_trec_run

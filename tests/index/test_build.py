@@ -8,6 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
 from lexray.config import IndexConfig
 from lexray.index.build import IndexBuildError, build_index, load_stats
 

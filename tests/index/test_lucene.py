@@ -9,6 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
 from lexray.index import lucene
 
 # Anserini's published BEIR (v1.0.0) SciFact "flat" BM25 regression (k1=0.9, b=0.4, title + " " + text).

@@ -11,6 +11,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+
 from lexray.index.build import build_index
 from lexray.index.search import ExactSearcher, topk_dense
 

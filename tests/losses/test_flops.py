@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+
 from lexray.losses import FlopsSchedule, flops_loss, lambda_at
 
 

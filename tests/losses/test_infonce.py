@@ -9,6 +9,7 @@ import socket
 import pytest
 import torch
 import torch.multiprocessing as mp
+
 from lexray.losses import infonce_loss, infonce_scores
 
 

@@ -1,5 +1,6 @@
 import pytest
 import torch
+
 from lexray.losses import l1_loss
 
 

@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+
 from lexray.losses import margin_mse_loss
 
 

@@ -1,5 +1,6 @@
 import pytest
 import torch
+
 from lexray.losses import active_dims
 
 

@@ -11,6 +11,7 @@ Fits are combined (failure + resume + strategy per fit) because each costs 16-37
 from __future__ import annotations
 
 import pytest
+
 from lexray.config import LexrayConfig
 from lexray.train.loop import run_training, train_local
 from lexray.train.metrics import TrainingCollapsedError
@@ -66,6 +67,7 @@ def test_lambda_rule_holds_under_accumulation(reference, tmp_path):
                 assert got[step] == pytest.approx(want[step], rel=1e-4), (k, key, step)
     # the naive alternative (FLOPS per micro-batch, averaged) would differ: check that it would
     import torch
+
     from lexray.losses import flops_loss
 
     w = torch.rand(4, 50)

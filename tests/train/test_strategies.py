@@ -1,6 +1,7 @@
 import json
 
 import pytest
+
 from lexray.train.strategies import fill_deepspeed_config, make_strategy
 
 
