@@ -193,7 +193,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--sweep-docs", type=int, default=400)
     ap.add_argument("--skip-baseline", action="store_true")
     ap.add_argument("--head-experiment", action="store_true",
-                    help="also time a cache-blocked vocabulary head (not used by lexray; see docs/encoding.md)")
+                    help="also time a cache-blocked vocabulary head (not used by lexray; see docs/indexing.md)")
     ap.add_argument("--out", default="outputs/benchmarks/encode.json")
     args = ap.parse_args(argv)
 

@@ -59,14 +59,16 @@ __all__ = [
 
 
 class DataError(ValueError):
-    """A malformed row in a BEIR file; the message reads ``<file>:<line>: field '<field>': <problem>``."""
+    """A malformed row in a BEIR file; the message reads ``<file>:<line>: field '<field>': <problem> [<reason>]``
+    followed by how to skip such rows instead."""
 
     def __init__(self, path: str | os.PathLike, line: int, field_name: str, reason: str, message: str):
         self.path = str(path)
         self.line = line
         self.field = field_name
         self.reason = reason
-        super().__init__(f"{self.path}:{line}: field '{field_name}': {message} [{reason}]")
+        super().__init__(f"{self.path}:{line}: field '{field_name}': {message} [{reason}] (on_error='skip', "
+                         f"e.g. `--set data.on_error=skip`, skips such rows and reports their count)")
 
 
 @dataclass

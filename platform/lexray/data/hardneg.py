@@ -21,34 +21,19 @@ from __future__ import annotations
 
 import json
 import os
-from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 
 from lexray.data.collate import Example
+from lexray.data.report import OnError, SkipReport
 
-OnError = Literal["fail", "skip"]
 
+class HardNegReport(SkipReport):
+    """Hard-negative groups kept and rows skipped per reason (:class:`lexray.data.report.SkipReport`)."""
 
-@dataclass
-class HardNegReport:
-    kept: int = 0
-    skipped: Counter = field(default_factory=Counter)
-    messages: list[str] = field(default_factory=list)
-
-    def problem(self, message: str, reason: str, on_error: OnError) -> None:
-        if on_error == "fail":
-            raise ValueError(message)
-        self.skipped[reason] += 1
-        if len(self.messages) < 20:
-            self.messages.append(message)
-
-    def summary(self) -> str:
-        sk = ", ".join(f"{k}={v}" for k, v in sorted(self.skipped.items())) or "none"
-        return f"hard-negative groups kept {self.kept}; skipped {sum(self.skipped.values())} ({sk})"
+    label = "hard-negative groups"
 
 
 @dataclass

@@ -15,34 +15,16 @@ from __future__ import annotations
 
 import json
 import os
-from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 from lexray.data.collate import Example
+from lexray.data.report import OnError, SkipReport
 
-OnError = Literal["fail", "skip"]
 
+class PairsReport(SkipReport):
+    """Pairs kept and rows skipped per reason (:class:`lexray.data.report.SkipReport`)."""
 
-@dataclass
-class PairsReport:
-    """Pairs kept and rows skipped per reason (nothing is dropped without a count here)."""
-
-    kept: int = 0
-    skipped: Counter = field(default_factory=Counter)
-    messages: list[str] = field(default_factory=list)
-
-    def problem(self, message: str, reason: str, on_error: OnError) -> None:
-        if on_error == "fail":
-            raise ValueError(message)
-        self.skipped[reason] += 1
-        if len(self.messages) < 20:
-            self.messages.append(message)
-
-    def summary(self) -> str:
-        sk = ", ".join(f"{k}={v}" for k, v in sorted(self.skipped.items())) or "none"
-        return f"pairs kept {self.kept}; skipped {sum(self.skipped.values())} ({sk})"
+    label = "pairs"
 
 
 class PairDataset:

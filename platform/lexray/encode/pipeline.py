@@ -1,6 +1,6 @@
 """Corpus encoding: BEIR ``corpus.jsonl`` → SPLADE sparse vectors → Parquet shards, with Ray Data.
 
-Flow (docs/encoding.md)::
+Flow (docs/indexing.md, "Encoding")::
 
     driver: validate the corpus once (lexray.data.beir.iter_corpus: bad rows fail or are skipped and counted),
             plan shards as fixed slices of R documents, keep shards already on disk that verify, write the
@@ -620,6 +620,9 @@ def _run_ray(model_cfg, dataset, out, fp, cfg, plan, todo, on_error, max_docs) -
     # target on *this* dataset's context (a copy; the global DataContext is untouched) makes every shard row its
     # own block, so the pool spreads shards over all actors.
     ds.context.target_max_block_size = 1
+    # lexray shows its own bar over documents; Ray Data's would add, on a non-interactive stdout (jobs, CI,
+    # `ray job submit`), a ten-line status block every 10 s.
+    ds.context.enable_progress_bars = False
     remote: dict[str, Any] = {"num_cpus": cfg.cpus_per_actor}
     if cfg.gpus_per_actor > 0:
         remote["num_gpus"] = cfg.gpus_per_actor

@@ -18,7 +18,8 @@ Index layout (``index_dir``)::
     postings_impact.npy  uint8 (P,)      quantized impact (uint16 when quant_bits > 8)
     stats.json           IndexStats (counts, quantization scale, FLOPS, sizes, build time, settings)
 
-Quantization (uniform, global scale, as in impact indexes such as Anserini's ``-impact`` collections):
+Quantization (uniform, global scale, as in impact indexes such as Anserini's ``-impact`` collections;
+:func:`lexray.index.quantization.quantize`, shared with the Lucene export):
 ``impact = floor(w / max_w * (2**bits - 1) + 0.5)`` with ``max_w`` the largest weight in the corpus, so
 ``w ≈ impact * quant_scale`` with ``quant_scale = max_w / (2**bits - 1)`` and ``|w - impact*scale| <= scale/2``.
 
@@ -42,6 +43,7 @@ from pathlib import Path
 import numpy as np
 
 from lexray.config import IndexConfig
+from lexray.index.quantization import quantize
 
 __all__ = ["IndexBuildError", "IndexStats", "build_index", "list_shards", "load_stats", "FORMAT_VERSION"]
 
@@ -278,7 +280,6 @@ def _build(files: list[Path], shards_dir: Path, out: Path, cfg: IndexConfig, voc
     levels = (1 << cfg.quant_bits) - 1
     scale = max_w / levels if max_w > 0 else 1.0
     imp_dtype = np.uint8 if cfg.quant_bits <= 8 else np.uint16
-    inv = levels / max_w if max_w > 0 else 0.0  # impact = round(w / max_w * levels)
 
     # ---- doc id map (ORDER BY inside the COPY: with preserve_insertion_order=false that is what orders rows)
     con.execute(f"COPY (SELECT doc_idx::INTEGER AS doc_idx, doc_id FROM {src} ORDER BY doc_idx) "
@@ -314,10 +315,9 @@ def _build(files: list[Path], shards_dir: Path, out: Path, cfg: IndexConfig, voc
                 row = _one(con, f"SELECT filename, row, doc_id FROM {src} WHERE doc_idx = ?", [int(d[i])])
                 fail(row, "term_ids", f"term id {int(t[i])} appears more than once")
             prev_t, prev_d = int(t[-1]), int(d[-1])
-            imp = np.floor(w.astype(np.float64) * inv + 0.5)
             f_doc.write(d.tobytes())
             f_w.write(w.tobytes())
-            f_imp.write(np.clip(imp, 0, levels).astype(imp_dtype).tobytes())
+            f_imp.write(quantize(w, max_w, cfg.quant_bits).astype(imp_dtype).tobytes())
             df += np.bincount(t, minlength=V)[:V]
             written += len(t)
             bar.update(len(t))

@@ -22,9 +22,8 @@ the Parquet shards store in ``term_ids``. It is tokenizer-agnostic (BPE pieces s
 with spaces need no escaping), round-trips exactly (:func:`term_token` / :func:`token_term`) and does not depend
 on a vocabulary file being present at search time.
 
-Quantization (shared with the DuckDB index, ``IndexConfig.quant_bits``): ``impact = floor(w *
-((2**bits - 1) / scale) + 0.5)`` in float64 (the same expression as ``lexray.index.build``), clipped to
-``[0, 2**bits - 1]``; ``scale`` is the largest document weight of the collection unless given. Terms whose impact rounds to 0 are dropped (Lucene cannot store a zero term
+Quantization: :func:`lexray.index.quantization.quantize`, the same function as the DuckDB index
+(``IndexConfig.quant_bits``); ``scale`` is the largest document weight of the collection unless given. Terms whose impact rounds to 0 are dropped (Lucene cannot store a zero term
 frequency) and counted.
 """
 
@@ -46,6 +45,8 @@ from pathlib import Path
 
 import numpy as np
 from tqdm.auto import tqdm
+
+from lexray.index.quantization import quantize  # noqa: F401 - part of this module's API (lucene.quantize)
 
 log = logging.getLogger(__name__)
 
@@ -263,35 +264,6 @@ def run_anserini(main_class: str, args: Sequence[str], *, max_heap: str = "4g", 
 
 # --------------------------------------------------------------------------------------------------------------
 # Quantization and the token scheme
-
-
-def quantize(weights: np.ndarray, scale: float, bits: int = 8) -> np.ndarray:
-    """Quantize non-negative weights to integer impacts: ``floor(w * ((2**bits-1) / scale) + 0.5)``.
-
-    Same rule and float64 expression as the DuckDB index (:mod:`lexray.index.build`): round half up, clipped to
-    ``[0, 2**bits - 1]``.
-
-    Args:
-        weights: (n,) float array, non-negative.
-        scale: the weight that maps to ``2**bits - 1`` (the collection's largest weight); > 0.
-        bits: impact width, 1..31.
-
-    Returns:
-        (n,) int32 impacts.
-
-    Raises:
-        ValueError: non-positive ``scale``, ``bits`` out of range, or negative / non-finite weights.
-    """
-    if not (scale > 0 and np.isfinite(scale)):
-        raise ValueError(f"quantization scale must be a positive finite number, got {scale}")
-    if not 1 <= bits <= 31:
-        raise ValueError(f"bits must be in 1..31, got {bits}")
-    w = np.asarray(weights, dtype=np.float64)
-    if w.size and (not np.all(np.isfinite(w)) or w.min() < 0):
-        raise ValueError("weights must be finite and non-negative")
-    levels = (1 << bits) - 1
-    q = np.floor(w * (levels / scale) + 0.5)  # same float64 expression as lexray.index.build
-    return np.clip(q, 0, levels).astype(np.int32)
 
 
 def term_token(term_id: int) -> str:

@@ -229,7 +229,7 @@ class SparseEncoder(nn.Module):
     def decode(self, weights: torch.Tensor, top_k: int = 20) -> list[tuple[str, float]]:
         """Top terms of one (|V|,) representation as (token, weight) pairs — for inspection."""
         vals, idx = torch.topk(weights.float(), k=min(top_k, weights.shape[-1]))
-        return [(self.tokenizer.convert_ids_to_tokens(int(i)), float(v)) for v, i in zip(vals, idx) if v > 0]
+        return [(self.tokenizer.convert_ids_to_tokens(int(i)), float(v)) for v, i in zip(vals, idx, strict=True) if v > 0]
 
     # ------------------------------------------------------------------ persistence
     def save_pretrained(self, directory: str | Path) -> Path:
