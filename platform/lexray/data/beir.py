@@ -67,8 +67,9 @@ class DataError(ValueError):
         self.line = line
         self.field = field_name
         self.reason = reason
-        super().__init__(f"{self.path}:{line}: field '{field_name}': {message} [{reason}] (on_error='skip', "
-                         f"e.g. `--set data.on_error=skip`, skips such rows and reports their count)")
+        self.location = f"{self.path}:{line}: field '{field_name}': {message} [{reason}]"
+        super().__init__(f"{self.location} (on_error='skip', e.g. `--set data.on_error=skip`, skips such rows "
+                         f"and reports their count)")
 
 
 @dataclass
@@ -107,7 +108,7 @@ class ReadReport:
             raise err
         self.skipped[err.reason] += 1
         if len(self.messages) < self.max_messages:
-            self.messages.append(str(err))
+            self.messages.append(err.location)
 
     def summary(self) -> str:
         """One human-readable paragraph: per-file counts, skipped counts per reason, the first problems."""
