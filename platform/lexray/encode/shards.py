@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -235,8 +236,8 @@ would make a 125M-posting row group that no reader can hold in a bounded memory 
 
 def row_group_rows(table: pa.Table, max_rows: int = 4096) -> int:
     """Rows per row group so that one holds about :data:`ROW_GROUP_POSTINGS` postings (1..``max_rows``)."""
-    postings = len(table.column("term_ids").combine_chunks().flatten()) if table.num_rows else 0
-    if postings == 0:
+    postings = pc.sum(pc.list_value_length(table.column("term_ids"))).as_py() if table.num_rows else 0
+    if not postings:
         return max_rows
     return max(1, min(max_rows, ROW_GROUP_POSTINGS * table.num_rows // postings))
 
