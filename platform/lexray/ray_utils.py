@@ -24,8 +24,7 @@ def init_ray(address: str | None = None, num_cpus: int | None = None, **kwargs):
             ``ray job submit``) and otherwise starts a local, loopback-only instance; ``"auto"`` or an
             ``ip:port`` attaches explicitly.
         num_cpus: CPUs for a *new* local instance (ignored when attaching).
-        kwargs: passed through to :func:`ray.init` (defaults: dashboard on at 127.0.0.1:8265, Ray's worker logs
-            at WARNING).
+        kwargs: passed through to :func:`ray.init` (default: dashboard on at 127.0.0.1:8265).
 
     Returns the Ray context. Never raises if Ray is already initialised in this process.
     """
@@ -36,9 +35,6 @@ def init_ray(address: str | None = None, num_cpus: int | None = None, **kwargs):
     # The dashboard also serves the State API, which Ray Train's placement-group cleaner polls; without it
     # every poll logs "Failed to query Ray Train Controller actor state". It binds to 127.0.0.1 by default.
     kwargs.setdefault("include_dashboard", True)
-    # Ray's own INFO lines in workers (one "Reporting training result ..." per report and rank) drown the
-    # per-step console line; lexray's progress lines are prints and stay.
-    kwargs.setdefault("logging_config", ray.LoggingConfig(log_level="WARNING"))
     kwargs.setdefault("log_to_driver", True)
     kwargs.setdefault("configure_logging", True)
     kwargs.setdefault("logging_level", logging.WARNING)
