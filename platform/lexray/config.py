@@ -49,7 +49,10 @@ class RandomInitConfig(_Section):
 class ModelConfig(_Section):
     """The sparse encoder: backbone, pooling and the tokenization contract (see ``lexray.models``)."""
 
-    name_or_path: str | None = Field(None, description="hub id or local directory of the backbone")
+    name_or_path: str | None = Field(None, description="hub id, local directory, .gguf file or "
+                                     "pkg:<module>/<file> (a file inside an installed package) of the backbone")
+    num_layers: int | None = Field(None, ge=1, description="keep only the first N pretrained transformer layers "
+                                   "(CPU recipes; a departure from the papers, documented where used)")
     random_init: RandomInitConfig | None = None
     kind: Literal["auto", "mlm", "decoder"] = "auto"
     # None = keep what the checkpoint's lexray_encoder.json says (or the EncoderSettings default).
@@ -135,6 +138,8 @@ class TrainConfig(_Section):
     """Ray Train settings shared by all phases."""
 
     strategy: Literal["ddp", "fsdp", "deepspeed"] = "ddp"
+    storage_path: str | None = Field(None, description="Ray Train storage: a local folder, a shared mount or a "
+                                     "URI (s3://…, gs://…); default <out_dir>/train")
     deepspeed_config: str | None = None
     num_workers: int = 1
     use_gpu: bool = False

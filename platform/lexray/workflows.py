@@ -95,7 +95,7 @@ def train_and_evaluate(cfg: LexrayConfig, evaluate: bool = True, zero_shot: bool
                                     retriever_name=f"{_model_label(cfg)} (zero-shot)"))
     cfg = prepare_hard_negatives(cfg, out)
     save_config(cfg, out)
-    result = run_training(cfg, storage_path=out / "train")
+    result = run_training(cfg, storage_path=cfg.train.storage_path or out / "train")
     print(f"trained model: {result.model_dir}")
     if evaluate and result.model_dir is not None:
         ecfg = trained_model_config(cfg, result.model_dir)

@@ -100,3 +100,32 @@ def test_embedding_anisotropy_lets_a_random_model_go_sparse(splade_tiny_dir):
 
     assert negative_fraction(0.0) < 0.75
     assert negative_fraction(0.5) > 0.99
+
+
+@pytest.mark.parametrize("arch", ["bert", "llama"])
+def test_checkpoint_without_lm_head_is_refused(arch, splade_tiny_dir, tmp_path):
+    """A bare BertModel / LlamaModel folder would get a randomly initialised head, different on every load
+    (each encoder actor would run another model under the same fingerprint): refused with a clear error."""
+    from transformers import AutoConfig, AutoModel, AutoTokenizer
+
+    from lexray.models import SparseEncoder
+
+    tok = AutoTokenizer.from_pretrained(splade_tiny_dir)
+    extra = {"num_key_value_heads": 4} if arch == "llama" else {}
+    config = AutoConfig.for_model(arch, vocab_size=len(tok), hidden_size=32, intermediate_size=64,
+                                  num_hidden_layers=1, num_attention_heads=4, **extra)
+    bare = AutoModel.from_config(config)
+    bare.save_pretrained(tmp_path)
+    tok.save_pretrained(tmp_path)
+    assert AutoConfig.from_pretrained(tmp_path).architectures == [type(bare).__name__]
+    with pytest.raises(UnsupportedModelError, match="has no LM/MLM head"):
+        SparseEncoder.from_pretrained(tmp_path)
+    # the same folder claiming a head it does not have: the missing weights are named
+    import json
+
+    cfg = json.loads((tmp_path / "config.json").read_text())
+    cfg["architectures"] = ["BertForMaskedLM" if arch == "bert" else "LlamaForCausalLM"]
+    cfg["tie_word_embeddings"] = False
+    (tmp_path / "config.json").write_text(json.dumps(cfg))
+    with pytest.raises(UnsupportedModelError, match="lacks weights"):
+        SparseEncoder.from_pretrained(tmp_path)

@@ -85,7 +85,7 @@ def test_ddp_matches_reference_and_resumes_after_failure(ray_session, reference,
     assert_matches_reference(res.history, reference)
     resumed = {int(m["step"]): m["resumed_from_step"] for m in res.history}
     assert resumed == {1: 0.0, 2: 0.0, 3: 2.0, 4: 2.0}
-    assert res.metrics["done"] == 1.0 and res.model_dir == res.phase_dirs[-1]
+    assert res.metrics["done"] == 1.0 and res.model_dir.name == "model"  # inside the final checkpoint
     assert (res.run_dir / "tensorboard").is_dir() and any((res.run_dir / "tensorboard").iterdir())
     for m in res.history:  # every logged metric is present
         assert {"lambda_q", "lambda_d", "q_active", "d_active", "lr", "examples_per_s", "reg_q", "reg_d"} <= set(m)
@@ -121,3 +121,43 @@ def test_collapse_guard_stops_a_dense_run(tmp_path):
     cfg = make_cfg(workers=1, collapse_max_fraction=0.5, collapse_patience=2, tensorboard=False)
     with pytest.raises(TrainingCollapsedError, match=r"collapsed at step 2: .* above 50% of \|V\| = 30522"):
         train_local(cfg, tmp_path)
+
+
+@pytest.mark.timeout(300)
+def test_resume_from_a_moved_run_folder(ray_session, tmp_path):
+    """Checkpoints are self-contained: a two-phase run dies in phase 2; its whole storage folder moves elsewhere
+    (another node, another mount) and the original is gone; rerunning against the new location resumes phase 2
+    from its step-2 checkpoint, whose ``model/`` holds phase 1's merged encoder."""
+    import shutil
+
+    import ray.train
+
+    from lexray.models import SparseEncoder
+
+    base = make_cfg("ddp", max_failures=0, checkpoint_every=2)
+    p0 = base.train.phases[0].model_copy(update={"name": "pre", "max_steps": 2})
+    p1 = base.train.phases[0].model_copy(update={"name": "fine", "lora": {"enabled": True, "r": 4, "alpha": 8}})
+    cfg = base.model_copy(update={"train": base.train.model_copy(update={"phases": [p0, p1]})})
+    first, moved = tmp_path / "first", tmp_path / "moved"
+    with pytest.raises(ray.train.TrainingFailedError):
+        run_training(cfg, storage_path=first, fault_injection={"step": 3, "phase": 1,
+                                                               "marker": str(tmp_path / "fault")})
+    shutil.move(str(first), str(moved))
+    assert not first.exists()
+    res = run_training(cfg, storage_path=moved)
+    phase1 = {int(m["step"]): m["resumed_from_step"] for m in res.history if m.get("phase") == 1.0}
+    assert phase1 == {1: 0.0, 2: 0.0, 3: 2.0, 4: 2.0}
+    assert res.metrics["done"] == 1.0 and not first.exists()
+    assert res.model_dir is not None and str(res.model_dir).startswith(str(moved))
+    enc = SparseEncoder.from_pretrained(res.model_dir)
+    assert enc.encode(["a query about cells"], kind="query").shape == (1, enc.vocab_size)
+
+
+def test_uri_storage_is_kept_and_the_run_folder_stays_local(tmp_path):
+    from lexray.train.loop import storage_and_run_dir
+
+    cfg = make_cfg().model_copy(update={"out_dir": str(tmp_path)})
+    storage, run_dir = storage_and_run_dir(cfg, "r", "s3://bucket/runs")
+    assert storage == "s3://bucket/runs" and run_dir == (tmp_path / "train" / "r" / "lexray").resolve()
+    storage, run_dir = storage_and_run_dir(cfg, "r", tmp_path / "st")
+    assert storage == str(tmp_path / "st") and run_dir == tmp_path / "st" / "r" / "lexray"

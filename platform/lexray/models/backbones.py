@@ -11,6 +11,7 @@ modules alone does not, under padding. Architectures whose mask construction was
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Literal
 
 import torch
@@ -85,20 +86,42 @@ def _torch_dtype(name: str) -> torch.dtype:
     return {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[name]
 
 
+def resolve_model_dir(name_or_path: str) -> Path | None:
+    """The local folder behind a model location, or None for a hub id.
+
+    A ``.gguf`` file (a path or ``pkg:<module>/<file>``) is converted once into a cached HF folder
+    (:func:`lexray.models.gguf.converted_dir`); a local folder is returned as it is.
+    """
+    from lexray.models.gguf import converted_dir, is_gguf
+
+    local = resolve_local(name_or_path)
+    if is_gguf(local):
+        return converted_dir(local)
+    return local
+
+
 def load_backbone(name_or_path: str, kind: Literal["auto", "mlm", "decoder"] = "auto", dtype: str = "float32",
-                  trust_remote_code: bool = False):
-    """Load (backbone, tokenizer, kind) from a hub id or a local directory; safetensors only.
+                  trust_remote_code: bool = False, num_layers: int | None = None):
+    """Load (backbone, tokenizer, kind) from a hub id, a local directory or a GGUF file; safetensors only.
+
+    Args:
+        num_layers: keep only the first N transformer layers (None = all). A departure from every paper's
+            recipe, for CPU runs: the kept layers and the LM/MLM head keep their pretrained weights.
 
     Raises:
-        UnsupportedModelError: a decoder type not in :data:`VERIFIED_DECODERS`, or ``kind`` disagrees with the
-            checkpoint's architecture.
+        UnsupportedModelError: a decoder type not in :data:`VERIFIED_DECODERS`; ``kind`` disagrees with the
+            checkpoint's architecture; or the checkpoint has no LM/MLM head (a bare ``BertModel`` or
+            ``LlamaModel``: SPLADE reads term weights off the pretrained head, and a randomly initialised one
+            would differ on every load).
+        ValueError: ``num_layers`` outside ``1..config.num_hidden_layers``.
         OSError: the location is neither a local directory nor a reachable hub id.
     """
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForMaskedLM, AutoTokenizer
 
-    local = resolve_local(name_or_path)
+    local = resolve_model_dir(name_or_path)
     src = str(local) if local is not None else name_or_path
     config = AutoConfig.from_pretrained(src, trust_remote_code=trust_remote_code)
+    _require_head(config, src)
     detected = detect_kind(config)
     if kind != "auto" and kind != detected:
         raise UnsupportedModelError(f"{src}: asked for a '{kind}' backbone but the checkpoint is "
@@ -108,14 +131,61 @@ def load_backbone(name_or_path: str, kind: Literal["auto", "mlm", "decoder"] = "
             f"{src}: decoder model_type '{config.model_type}' is not verified to run bidirectionally; "
             f"supported: {', '.join(VERIFIED_DECODERS)}")
     auto = AutoModelForCausalLM if detected == "decoder" else AutoModelForMaskedLM
-    model = auto.from_pretrained(src, dtype=_torch_dtype(dtype), use_safetensors=True,
-                                 trust_remote_code=trust_remote_code)
+    model, info = auto.from_pretrained(src, dtype=_torch_dtype(dtype), use_safetensors=True,
+                                       trust_remote_code=trust_remote_code, output_loading_info=True)
+    missing = [k for k in info.get("missing_keys", ()) if not _tied_output(model, k)]
+    if missing:
+        raise UnsupportedModelError(
+            f"{src}: the checkpoint lacks weights the {type(model).__name__} needs ({', '.join(sorted(missing)[:4])}"
+            f"{' …' if len(missing) > 4 else ''}); they would be randomly initialised, differently on every load")
     tokenizer = AutoTokenizer.from_pretrained(src, trust_remote_code=trust_remote_code)
     _ensure_pad(tokenizer, model)
+    if num_layers is not None:
+        keep_layers(model, num_layers)
     if detected == "decoder":
         make_bidirectional(model)
     model.eval()
     return model, tokenizer, detected
+
+
+def _require_head(config, src: str) -> None:
+    archs = config.architectures or []
+    if archs and not any(a.endswith(("ForMaskedLM", "ForCausalLM")) for a in archs):
+        raise UnsupportedModelError(
+            f"{src}: architecture {', '.join(archs)} has no LM/MLM head; a SPLADE encoder reads its term weights "
+            "off the pretrained head. Use the *ForMaskedLM / *ForCausalLM checkpoint of this model.")
+
+
+def _tied_output(model: nn.Module, key: str) -> bool:
+    """A missing output-embedding weight is expected when the config ties it to the input embeddings."""
+    out = model.get_output_embeddings()
+    if out is None or not getattr(model.config, "tie_word_embeddings", False):
+        return False
+    names = {n for n, p in model.named_parameters(remove_duplicate=False) if p is out.weight}
+    return key in names
+
+
+def keep_layers(model: nn.Module, n: int) -> nn.Module:
+    """Truncate a backbone to its first ``n`` transformer layers, in place (``config.num_hidden_layers = n``).
+
+    Raises:
+        ValueError: ``n`` is not in ``1..num_hidden_layers``.
+    """
+    layers = transformer_layers(model)
+    total = len(layers)
+    if not 1 <= n <= total:
+        raise ValueError(f"model.num_layers={n}: the backbone has {total} layers")
+    if n == total:
+        return model
+    for _, module in model.named_modules():
+        if isinstance(module, nn.ModuleList) and len(module) == total and list(module) == layers:
+            del module[n:]
+            break
+    for cfg in {id(model.config): model.config}.values():
+        cfg.num_hidden_layers = n
+        if isinstance(getattr(cfg, "layer_types", None), list):
+            cfg.layer_types = cfg.layer_types[:n]
+    return model
 
 
 def _ensure_pad(tokenizer, model) -> None:

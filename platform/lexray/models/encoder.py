@@ -28,6 +28,7 @@ from lexray.models.backbones import (
     body_and_head,
     build_random_backbone,
     load_backbone,
+    resolve_model_dir,
     transformer_layers,
 )
 from lexray.models.head import rescale_mlm_head
@@ -64,21 +65,24 @@ class SparseEncoder(nn.Module):
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_pretrained(cls, name_or_path: str | Path, kind: Literal["auto", "mlm", "decoder"] = "auto",
-                        dtype: str = "float32", trust_remote_code: bool = False, **overrides) -> SparseEncoder:
-        """Load a backbone (hub id or local directory; safetensors only) and its ``lexray_encoder.json``.
+                        dtype: str = "float32", trust_remote_code: bool = False, num_layers: int | None = None,
+                        **overrides) -> SparseEncoder:
+        """Load a backbone (hub id, local directory or GGUF file; safetensors only) and its ``lexray_encoder.json``.
 
         ``overrides`` set :class:`EncoderSettings` fields (e.g. ``doc_max_length=192``); settings saved with the
         checkpoint are the defaults. Without a settings file, special-token positions are included for MLM
         encoders (SPLADE's convention) and excluded for decoders (their BOS is an attention sink that otherwise
         dominates max pooling).
 
-        Raises:
-            UnsupportedModelError: unverified decoder architecture (see ``backbones.VERIFIED_DECODERS``).
-        """
-        backbone, tokenizer, detected = load_backbone(str(name_or_path), kind, dtype, trust_remote_code)
-        from lexray.paths import resolve_local
+        ``num_layers`` keeps only the first N transformer layers (``backbones.keep_layers``).
 
-        local = resolve_local(name_or_path)
+        Raises:
+            UnsupportedModelError: unverified decoder architecture (see ``backbones.VERIFIED_DECODERS``), or a
+                checkpoint without its LM/MLM head.
+        """
+        backbone, tokenizer, detected = load_backbone(str(name_or_path), kind, dtype, trust_remote_code,
+                                                      num_layers=num_layers)
+        local = resolve_model_dir(str(name_or_path))
         saved = EncoderSettings.load(local) if local is not None else None
         base = saved.model_dump() if saved else {
             "kind": detected, "special_tokens": "exclude" if detected == "decoder" else "include"}
@@ -272,7 +276,8 @@ def load_encoder(cfg) -> SparseEncoder:
         if cfg.special_tokens != "auto":
             overrides["special_tokens"] = cfg.special_tokens
         enc = SparseEncoder.from_pretrained(cfg.name_or_path, kind=cfg.kind, dtype=cfg.dtype,
-                                            trust_remote_code=cfg.trust_remote_code, **overrides)
+                                            trust_remote_code=cfg.trust_remote_code, num_layers=cfg.num_layers,
+                                            **overrides)
     if cfg.mlm_head_rescale != 1.0:
         rescale_mlm_head(enc.backbone, cfg.mlm_head_rescale)
     return enc

@@ -3,12 +3,19 @@
 A checkpoint folder (one per ``ray.train.report(..., checkpoint=...)``; Ray merges every rank's files into it):
 
 * ``trainer_state.json`` (rank 0) — :class:`TrainerState`;
+* ``model/`` (rank 0) — the merged encoder the phase in progress starts from (absent while phase 0 starts from
+  ``cfg.model``, which the recipe itself names), or, in the final checkpoint, the trained encoder;
 * the strategy's files (``dcp/`` + ``scheduler.pt`` for ddp/fsdp, ``deepspeed/`` for deepspeed), absent in
-  phase-boundary checkpoints (``step == 0``: the next phase starts from ``init_dir``).
+  phase-boundary checkpoints (``step == 0``: the next phase starts from ``model/``).
+
+Why the model travels inside: a checkpoint that only pointed at an absolute folder on the node that wrote it could
+not resume on another node of a cluster, nor after the run folder moved. So a checkpoint is self-contained: the
+storage (a local folder, a shared mount, ``s3://``, ``gs://``) is the only thing a resumed run needs.
 
 Resume = rerun with the same ``RunConfig(name, storage_path)``: Ray Train hands the latest checkpoint to
-``ray.train.get_checkpoint()``; the loop rebuilds the phase's model from ``init_dir``, loads model, optimizer and
-scheduler state, and continues at ``step`` — the data position follows from it (``StepSampler.position``).
+``ray.train.get_checkpoint()``; the loop copies ``model/`` to local disk (:func:`materialize`), rebuilds the
+phase's model from it, loads model, optimizer and scheduler state, and continues at ``step`` — the data position
+follows from it (``StepSampler.position``).
 """
 
 from __future__ import annotations
@@ -18,13 +25,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 STATE_FILE = "trainer_state.json"
+MODEL_DIR = "model"
+"""Sub-folder of a checkpoint holding a saved encoder (``SparseEncoder.save_pretrained``)."""
 
 
 @dataclass
 class TrainerState:
     """phase: index of the phase in progress (== number of phases when done); step: optimizer steps completed
-    in that phase; init_dir: merged model the phase starts from (None = ``cfg.model``); phase_dirs: merged
-    model of each completed phase; done: all phases complete."""
+    in that phase; init_dir: local folder of the merged model the phase starts from (None = ``cfg.model``);
+    phase_dirs: local folders of each completed phase's merged model, on the node that wrote them (informative:
+    the checkpoint's ``model/`` is what resumes and evaluation read); done: all phases complete."""
 
     phase: int = 0
     step: int = 0
@@ -47,3 +57,44 @@ class TrainerState:
     @property
     def model_dir(self) -> str | None:
         return self.phase_dirs[-1] if self.phase_dirs else None
+
+
+def add_model(checkpoint_dir: Path, model_dir: str | Path | None) -> None:
+    """Copy a saved encoder folder into ``<checkpoint_dir>/model`` (no-op for None). Rank 0 only."""
+    if model_dir is None:
+        return
+    import shutil
+
+    shutil.copytree(model_dir, Path(checkpoint_dir) / MODEL_DIR)
+
+
+def materialize(checkpoint_dir: Path, dest: Path) -> Path | None:
+    """Copy ``<checkpoint_dir>/model`` to local ``dest`` (once) and return ``dest``; None if the checkpoint has none.
+
+    Several processes may do this at once (every worker on a node resumes together): each copies into its own
+    temporary folder beside ``dest`` and renames it into place; a loser of the race discards its copy.
+    """
+    import os
+    import shutil
+    import tempfile
+
+    src = Path(checkpoint_dir) / MODEL_DIR
+    if not src.is_dir():
+        return None
+    dest = Path(dest)
+    if (dest / "config.json").is_file():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        shutil.copytree(src, tmp, dirs_exist_ok=True)
+        try:
+            os.rename(tmp, dest)
+        except OSError:
+            if not (dest / "config.json").is_file():
+                shutil.rmtree(dest, ignore_errors=True)
+                os.rename(tmp, dest)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return dest

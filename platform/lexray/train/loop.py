@@ -54,7 +54,7 @@ from lexray.losses import (
     margin_mse_loss,
 )
 from lexray.train import curriculum
-from lexray.train.checkpoint import TrainerState
+from lexray.train.checkpoint import TrainerState, add_model, materialize
 from lexray.train.metrics import CollapseGuard, MetricsSink, TrainingCollapsedError, read_metrics
 from lexray.train.strategies import barrier, make_strategy, rank, world_size
 
@@ -231,6 +231,12 @@ def run_phases(cfg: LexrayConfig, run_dir: Path, reporter, fault_injection: dict
     if resume_ctx is not None:
         with resume_ctx as d:
             state = TrainerState.load(Path(d))
+            # the checkpoint carries the model it needs (lexray.train.checkpoint): copy it to this node
+            local = materialize(Path(d), run_dir / "models" / f"resume-phase-{state.phase}-step-{state.step}")
+        if local is not None and state.done:
+            state.phase_dirs = [*state.phase_dirs[:-1], str(local)]
+        elif local is not None:
+            state.init_dir = str(local)
     sink = MetricsSink(run_dir, enabled=r == 0, tensorboard=cfg.train.tensorboard)
     try:
         while state.phase < len(cfg.train.phases) and not state.done:
@@ -244,6 +250,7 @@ def run_phases(cfg: LexrayConfig, run_dir: Path, reporter, fault_injection: dict
         with tempfile.TemporaryDirectory(prefix="lexray-ckpt-") as tmp:
             if r == 0:
                 state.save(Path(tmp))
+                add_model(Path(tmp), state.model_dir)
             reporter.report(final, tmp if r == 0 else None)
         return state
     finally:
@@ -326,6 +333,7 @@ def _run_phase(cfg: LexrayConfig, state: TrainerState, run_dir: Path, reporter, 
                 strategy.save(Path(tmp))
                 if r == 0:
                     TrainerState(p, done_steps, state.init_dir, state.phase_dirs).save(Path(tmp))
+                    add_model(Path(tmp), state.init_dir)
                 reporter.report(m, tmp)
         else:
             reporter.report(m, None)
@@ -341,6 +349,7 @@ def _run_phase(cfg: LexrayConfig, state: TrainerState, run_dir: Path, reporter, 
     with tempfile.TemporaryDirectory(prefix="lexray-ckpt-") as tmp:
         if r == 0:
             new.save(Path(tmp))
+            add_model(Path(tmp), out_dir)
         reporter.report({"phase": float(p), "phase_done": 1.0, "model_dir": str(out_dir)}, tmp if r == 0 else None)
     return new
 
@@ -394,8 +403,10 @@ def run_training(cfg: LexrayConfig, name: str | None = None, storage_path: str |
         name: run name (default ``cfg.name``). Re-running with the same name and storage path resumes from the
             latest checkpoint (Ray Train V2: ``fit()`` again with the same ``RunConfig``); a finished run returns
             its result without training again.
-        storage_path: where Ray keeps the run (default ``<cfg.out_dir or outputs>/train``); must be a path every
-            worker can read (local disk on one machine, NFS on a cluster).
+        storage_path: where Ray keeps the run (default ``cfg.train.storage_path``, else
+            ``<cfg.out_dir or outputs>/train``): a local folder on one machine; on a cluster a shared mount or a
+            URI Ray and pyarrow support (``s3://bucket/runs``, ``gs://…``), kept as given. Checkpoints are
+            self-contained (:mod:`lexray.train.checkpoint`), so a run resumes from any node or after moving.
         fault_injection: tests only — ``{"step": k, "marker": path}`` raises once on every worker after step k.
 
     Returns:
@@ -408,14 +419,12 @@ def run_training(cfg: LexrayConfig, name: str | None = None, storage_path: str |
     from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
     from ray.train.torch import TorchTrainer
 
-    from lexray.paths import default_output_dir
     from lexray.ray_utils import init_ray
 
     init_ray()
     tc = cfg.train
     name = name or cfg.name
-    storage = Path(storage_path or Path(cfg.out_dir or default_output_dir()) / "train").resolve()
-    run_dir = storage / name / "lexray"
+    storage, run_dir = storage_and_run_dir(cfg, name, storage_path or tc.storage_path)
     run_dir.mkdir(parents=True, exist_ok=True)
     from lexray.config import save_config
 
@@ -433,7 +442,7 @@ def run_training(cfg: LexrayConfig, name: str | None = None, storage_path: str |
         train_loop_config={"cfg": cfg.model_dump(mode="json"), "run_dir": str(run_dir),
                            "fault_injection": fault_injection},
         scaling_config=ScalingConfig(num_workers=tc.num_workers, use_gpu=tc.use_gpu, resources_per_worker=resources),
-        run_config=RunConfig(name=name, storage_path=str(storage),
+        run_config=RunConfig(name=name, storage_path=storage,
                              failure_config=FailureConfig(max_failures=tc.max_failures),
                              checkpoint_config=CheckpointConfig(num_to_keep=tc.num_checkpoints_to_keep),
                              worker_runtime_env={"env_vars": env}))
@@ -442,13 +451,41 @@ def run_training(cfg: LexrayConfig, name: str | None = None, storage_path: str |
     if metrics.get("collapsed"):
         raise TrainingCollapsedError(metrics.get("collapse_message", "training collapsed"))
     phase_dirs: list[Path] = []
+    model_dir = None
     if result.checkpoint is not None:
         with result.checkpoint.as_directory() as d:
             st = TrainerState.load(Path(d))
             phase_dirs = [Path(x) for x in st.phase_dirs]
-    model_dir = Path(metrics["model_dir"]) if metrics.get("model_dir") else (phase_dirs[-1] if phase_dirs else None)
+            # the trained encoder travels in the final checkpoint: copy it here (a no-op folder rename when the
+            # storage is this machine's disk would still copy, so read it in place then)
+            if _is_local(result.checkpoint):
+                model_dir = Path(d) / "model" if (Path(d) / "model").is_dir() else None
+            else:
+                model_dir = materialize(Path(d), run_dir / "models" / "final")
     return TrainResult(model_dir, phase_dirs, metrics, read_metrics(run_dir), run_dir,
                        result.checkpoint.path if result.checkpoint else None, result)
+
+
+def _is_local(checkpoint) -> bool:
+    import pyarrow.fs
+
+    return isinstance(checkpoint.filesystem, pyarrow.fs.LocalFileSystem)
+
+
+def storage_and_run_dir(cfg: LexrayConfig, name: str, storage_path: str | os.PathLike | None) -> tuple[str, Path]:
+    """(Ray storage path, local run folder) of a run.
+
+    A URI (``scheme://…``) is kept as given and the run folder (metrics.jsonl, TensorBoard, phase models) goes
+    under ``<cfg.out_dir or outputs>/train/<name>/lexray`` on this machine; a local path is made absolute and the
+    run folder is ``<storage>/<name>/lexray``.
+    """
+    from lexray.paths import default_output_dir
+
+    local_root = Path(cfg.out_dir or default_output_dir()) / "train"
+    if storage_path is not None and "://" in str(storage_path):
+        return str(storage_path), (local_root / name / "lexray").resolve()
+    storage = Path(storage_path or local_root).resolve()
+    return str(storage), storage / name / "lexray"
 
 
 def train_local(cfg: LexrayConfig, run_dir: str | os.PathLike, device: str | None = None
