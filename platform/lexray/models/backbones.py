@@ -112,6 +112,9 @@ def load_backbone(name_or_path: str, kind: Literal["auto", "mlm", "decoder"] = "
                                  trust_remote_code=trust_remote_code)
     tokenizer = AutoTokenizer.from_pretrained(src, trust_remote_code=trust_remote_code)
     _ensure_pad(tokenizer, model)
+    from lexray.models.head import restore_output_bias
+
+    restore_output_bias(model, local)  # a bias lexray added to a bias-less head (VT, APC)
     if detected == "decoder":
         make_bidirectional(model)
     model.eval()
