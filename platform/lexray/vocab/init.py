@@ -64,10 +64,13 @@ def semantic_weights(alignment: Alignment, target_table: torch.Tensor, top_k: in
     tbl = torch.nn.functional.normalize(target_table[:n_t].detach().float(), dim=1)
     anchors = tbl[torch.from_numpy(ov)]
     rows, cols, vals, supports = [], [], [], []
+    k = top_k
     for s in range(0, len(new), chunk):
         ids = torch.from_numpy(new[s:s + chunk])
         sim = tbl[ids] @ anchors.T                                   # eq. 7: (c, |O|) cosine affinities
-        v, idx, ks = sparsemax_topk(sim, top_k)                      # eq. 8
+        v, idx, ks = sparsemax_topk(sim, k)                          # eq. 8
+        # next chunk: enough candidates for this chunk's largest support (rows above k are redone, costly)
+        k = max(top_k, int(1.25 * int(ks.max())) + 1)
         keep = v > 0
         r = torch.arange(s, s + len(ids)).unsqueeze(1).expand_as(v)
         rows.append(r[keep])
