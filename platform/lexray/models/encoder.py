@@ -252,7 +252,9 @@ def _head_pool(head, hidden: torch.Tensor, pool_mask: torch.Tensor) -> torch.Ten
 
 def load_encoder(cfg) -> SparseEncoder:
     """Build a :class:`SparseEncoder` from a :class:`lexray.config.ModelConfig` (pretrained or random init),
-    applying its settings overrides and the MLM-head rescale ``W <- W / mlm_head_rescale``."""
+    applying its settings overrides, the MLM-head rescale ``W <- W / mlm_head_rescale`` and then APC
+    (``cfg.apc``, :func:`lexray.vocab.apc.apply_apc`: ``b <- b - c``, c given or solved for a target activation
+    rate on probe documents)."""
     overrides = dict(query_max_length=cfg.query_max_length, doc_max_length=cfg.doc_max_length,
                      query_prefix=cfg.query_prefix, doc_prefix=cfg.doc_prefix,
                      inference_free_queries=cfg.inference_free_queries, query_top_k=cfg.query_top_k,
@@ -280,4 +282,8 @@ def load_encoder(cfg) -> SparseEncoder:
                                             **overrides)
     if cfg.mlm_head_rescale != 1.0:
         rescale_mlm_head(enc.backbone, cfg.mlm_head_rescale)
+    if cfg.apc.enabled:  # VT's Activation Potential Calibration (b <- b - c), after the rescale
+        from lexray.vocab.apc import apply_apc
+
+        apply_apc(enc, cfg.apc)
     return enc

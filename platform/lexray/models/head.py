@@ -58,3 +58,56 @@ def rescale_mlm_head(backbone: nn.Module, alpha: float) -> None:
         return
     proj = output_projection(backbone)
     proj.weight.div_(alpha)
+
+
+OUTPUT_BIAS_FLAG = "lexray_output_bias"
+"""Config attribute marking a checkpoint whose bias-less vocabulary projection (e.g. Llama's ``lm_head``) was
+given a bias by lexray (VT's PDA/APC, lexray.vocab); :func:`restore_output_bias` re-attaches it on load."""
+
+
+def output_bias(backbone: nn.Module) -> torch.Tensor | None:
+    """The (|V|,) bias of the vocabulary projection, or None when it has none."""
+    return getattr(output_projection(backbone), "bias", None)
+
+
+@torch.no_grad()
+def ensure_output_bias(backbone: nn.Module) -> torch.Tensor:
+    """Give a bias-less vocabulary projection a zero bias (in place) and mark the config so the bias survives
+    ``save_pretrained`` / :func:`restore_output_bias`; returns the bias parameter.
+
+    The projection's weight Parameter is reused, so tied weights stay tied.
+    """
+    proj = output_projection(backbone)
+    if getattr(proj, "bias", None) is not None:
+        return proj.bias
+    if not isinstance(proj, nn.Linear):
+        raise ValueError(f"cannot add a bias to a {type(proj).__name__} vocabulary projection")
+    proj.bias = nn.Parameter(torch.zeros(proj.weight.shape[0], dtype=proj.weight.dtype,
+                                         device=proj.weight.device))
+    setattr(backbone.config, OUTPUT_BIAS_FLAG, True)
+    return proj.bias
+
+
+@torch.no_grad()
+def restore_output_bias(backbone: nn.Module, directory) -> None:
+    """Re-attach a lexray-added output bias after ``from_pretrained`` (whose architecture has no such parameter
+    and drops it). No-op unless the config carries :data:`OUTPUT_BIAS_FLAG`.
+
+    Raises:
+        ValueError: the flag is set but no ``*.bias`` of the projection is in the folder's safetensors.
+    """
+    if not getattr(backbone.config, OUTPUT_BIAS_FLAG, False) or directory is None:
+        return
+    from pathlib import Path
+
+    from safetensors import safe_open
+
+    proj_name = next(n for n, m in backbone.named_modules() if m is output_projection(backbone))
+    key = f"{proj_name}.bias"
+    for f in sorted(Path(directory).glob("*.safetensors")):
+        with safe_open(str(f), framework="pt") as st:
+            if key in st.keys():
+                bias = ensure_output_bias(backbone)
+                bias.copy_(st.get_tensor(key).to(bias.dtype))
+                return
+    raise ValueError(f"{directory}: config says {OUTPUT_BIAS_FLAG} but no '{key}' tensor was saved")
