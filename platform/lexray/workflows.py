@@ -40,7 +40,7 @@ def prepare_hard_negatives(cfg: LexrayConfig, out: Path) -> LexrayConfig:
     needs = [i for i, p in enumerate(cfg.train.phases) if p.data == "hard_negatives" and p.data_path is None]
     if not needs:
         return cfg
-    from lexray.data.beir import resolve_dataset_dir
+    from lexray.data.beir import iter_id_text, resolve_dataset_dir
     from lexray.data.mining import mine_bm25_negatives, write_groups_jsonl
     from lexray.index.lucene import build_bm25_index
 
@@ -50,7 +50,7 @@ def prepare_hard_negatives(cfg: LexrayConfig, out: Path) -> LexrayConfig:
     if not path.is_file():
         index_dir = out / "bm25-index"
         if not (index_dir / "segments_1").exists() and not list(index_dir.glob("segments_*")):
-            build_bm25_index(dataset, index_dir, overwrite=True, on_error=cfg.data.on_error)
+            build_bm25_index(iter_id_text(dataset, on_error=cfg.data.on_error), index_dir, overwrite=True)
         groups, report = mine_bm25_negatives(dataset, index_dir, split=cfg.data.train_split,
                                              num_negatives=n_neg, seed=cfg.seed)
         n = write_groups_jsonl(groups, path)

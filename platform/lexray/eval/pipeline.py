@@ -58,7 +58,7 @@ def evaluate_bm25(cfg: LexrayConfig, out_dir: str | Path) -> dict:
     dataset, queries, qrels = _queries_and_qrels(cfg)
     index_dir = out / "bm25-index"
     t0 = time.perf_counter()
-    lucene.build_bm25_index(dataset, index_dir, overwrite=True, on_error=cfg.data.on_error)
+    lucene.build_bm25_index(beir.iter_id_text(dataset, on_error=cfg.data.on_error), index_dir, overwrite=True)
     index_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     run = lucene.bm25_search(index_dir, queries, k=cfg.eval.top_k)
