@@ -16,7 +16,7 @@ We call the Anserini Java classes (``io.anserini.search.SimpleSearcher`` / ``Sim
 pyjnius directly instead of importing ``pyserini.search.lucene``: that module imports ``pyserini.encode``, which
 imports every Pyserini encoder (torch, onnxruntime, ...) and creates an OpenAI client at import time
 (``pyserini/encode/_openai.py``) — with openai 3.x that raises without credentials. Only the jar is needed.
-(:mod:`lexray.pyserini_cli` runs Pyserini's own command line with lexray's Java set-up.)
+(:mod:`lexray.index.lucene.pyserini_cli` runs Pyserini's own command line with lexray's Java set-up.)
 """
 
 from lexray.index.lucene.anserini import AnseriniError, AnseriniRun, LuceneIndexStats, Run, run_anserini
