@@ -97,9 +97,14 @@ def train_and_evaluate(cfg: LexrayConfig, evaluate: bool = True, zero_shot: bool
     save_config(cfg, out)
     result = run_training(cfg, storage_path=out / "train")
     print(f"trained model: {result.model_dir}")
+    if result.model_dir is not None:
+        _card(cfg, result.model_dir)
     if evaluate and result.model_dir is not None:
         ecfg = trained_model_config(cfg, result.model_dir)
         rows.append(evaluate_sparse(ecfg, out / "eval" / "trained", retriever_name=f"{cfg.name} (trained)"))
+        from lexray.models.card import update_model_card
+
+        update_model_card(result.model_dir, metrics=[rows[-1]])
     if rows:
         import json
 
@@ -107,6 +112,16 @@ def train_and_evaluate(cfg: LexrayConfig, evaluate: bool = True, zero_shot: bool
         write_markdown(out / "metrics.md", rows, title=f"{cfg.name}: {cfg.data.dataset} {cfg.data.split}",
                        efficiency=("avg_query_nnz", "index_avg_nnz_per_doc"))
     return {"train": result, "rows": rows, "out_dir": out}
+
+
+def _card(cfg: LexrayConfig, model_dir: Path) -> None:
+    """Record base model, training data and recipe in the trained model's README.md card."""
+    from lexray.models.card import update_model_card
+
+    data = [cfg.data.dataset + f" ({cfg.data.train_split} split)"]
+    data += [f"{p.name}: {p.data}" + (f" ({p.data_path})" if p.data_path else "") for p in cfg.train.phases]
+    update_model_card(model_dir, name=cfg.name, base_model=_model_label(cfg) if cfg.model.name_or_path is None
+                      else str(cfg.model.name_or_path), training_data=data, recipe=cfg.model_dump(mode="json"))
 
 
 def _model_label(cfg: LexrayConfig) -> str:
