@@ -10,55 +10,10 @@ beside the shards and prints read/skipped counts and throughput.
 
 from __future__ import annotations
 
-import argparse
-import json
-import logging
+import sys
 
-from lexray.config import add_config_args, load_config, save_config
-from lexray.data.beir import ReadReport
-from lexray.encode.pipeline import encode_corpus
-
-
-def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", help="sparse encoder: local directory or hub id (model.name_or_path)")
-    ap.add_argument("--dataset", help="BEIR-layout folder (data.dataset)")
-    ap.add_argument("--out", required=True, help="shard folder (created; resumed if it exists)")
-    ap.add_argument("--max-docs", type=int, help="only the first N documents (data.max_docs)")
-    ap.add_argument("--on-error", choices=["fail", "skip"], help="bad corpus rows (data.on_error)")
-    ap.add_argument("--backend", choices=["ray", "local"], help="encode.backend")
-    ap.add_argument("--overwrite", action="store_true", help="replace shards of another model/settings")
-    add_config_args(ap)
-    args = ap.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-
-    flags = {"model.name_or_path": args.model, "data.dataset": args.dataset, "data.max_docs": args.max_docs,
-             "data.on_error": args.on_error, "encode.backend": args.backend,
-             "encode.overwrite": True if args.overwrite else None}
-    overrides = [f"{k}={v}" for k, v in flags.items() if v is not None] + args.overrides
-    base = None if args.config else {"model": {"name_or_path": "shared:models/splade-tiny"}}
-    cfg = load_config(args.config, overrides, base=base)
-
-    report = ReadReport()
-    manifest = encode_corpus(cfg.model, cfg.data.dataset, args.out, cfg.encode, on_error=cfg.data.on_error,
-                             max_docs=cfg.data.max_docs, report=report)
-    save_config(cfg, args.out)
-
-    t = manifest.totals
-    print(report.summary())
-    print(f"shards: {t.shards} ({t.shards_encoded} encoded, {t.shards_reused} kept from a previous run)")
-    print(f"documents: {t.docs} ({t.docs_encoded} encoded now); postings {t.postings:,}; "
-          f"avg nnz/doc {t.avg_nnz:.1f}")
-    if t.docs_encoded:
-        print(f"throughput: {t.docs_per_s:.1f} docs/s ({t.encode_seconds:.1f} s wall for {t.docs_encoded} docs, "
-              f"{t.actor_seconds:.1f} s inside encoders)")
-    stages = {k: round(v, 2) for k, v in manifest.timings.items() if k in
-              ("tokenize", "body", "head_pool", "sparse", "write", "actor_init")}
-    if stages:
-        print(f"encoder seconds by stage: {json.dumps(stages)}")
-    print(f"manifest: {args.out}/manifest.json")
-    return manifest.model_dump(mode="json")
-
+from lexray.cli import run_as_script
+from lexray.commands.encode import main as main  # noqa: F401 - importable as the job's main(argv)
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_as_script("encode"))

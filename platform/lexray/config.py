@@ -216,6 +216,11 @@ class IndexConfig(_Section):
 
     quant_bits: int = 8
     memory_limit: str = "2GB"
+    lucene_tokens: Literal["vocab", "id"] = Field(
+        "vocab", description="terms of Lucene impact indexes: the tokenizer's token strings (Anserini's SPLADE "
+        "convention: Pyserini's --impact --encoder can search the index) or decimal term ids")
+    keep_lucene_collection: bool = Field(
+        False, description="keep the JsonVectorCollection export (lucene.collection/ beside lucene/)")
     threads: int | None = None
     temp_directory: str | None = None
 

@@ -40,7 +40,7 @@ def prepare_hard_negatives(cfg: LexrayConfig, out: Path) -> LexrayConfig:
     needs = [i for i, p in enumerate(cfg.train.phases) if p.data == "hard_negatives" and p.data_path is None]
     if not needs:
         return cfg
-    from lexray.data.beir import resolve_dataset_dir
+    from lexray.data.beir import iter_id_text, resolve_dataset_dir
     from lexray.data.mining import mine_bm25_negatives, write_groups_jsonl
     from lexray.index.lucene import build_bm25_index
 
@@ -50,7 +50,7 @@ def prepare_hard_negatives(cfg: LexrayConfig, out: Path) -> LexrayConfig:
     if not path.is_file():
         index_dir = out / "bm25-index"
         if not (index_dir / "segments_1").exists() and not list(index_dir.glob("segments_*")):
-            build_bm25_index(dataset, index_dir, overwrite=True, on_error=cfg.data.on_error)
+            build_bm25_index(iter_id_text(dataset, on_error=cfg.data.on_error), index_dir, overwrite=True)
         groups, report = mine_bm25_negatives(dataset, index_dir, split=cfg.data.train_split,
                                              num_negatives=n_neg, seed=cfg.seed)
         n = write_groups_jsonl(groups, path)
@@ -97,9 +97,14 @@ def train_and_evaluate(cfg: LexrayConfig, evaluate: bool = True, zero_shot: bool
     save_config(cfg, out)
     result = run_training(cfg, storage_path=cfg.train.storage_path or out / "train")
     print(f"trained model: {result.model_dir}")
+    if result.model_dir is not None:
+        _card(cfg, result.model_dir)
     if evaluate and result.model_dir is not None:
         ecfg = trained_model_config(cfg, result.model_dir)
         rows.append(evaluate_sparse(ecfg, out / "eval" / "trained", retriever_name=f"{cfg.name} (trained)"))
+        from lexray.models.card import update_model_card
+
+        update_model_card(result.model_dir, metrics=[rows[-1]])
     if rows:
         import json
 
@@ -107,6 +112,16 @@ def train_and_evaluate(cfg: LexrayConfig, evaluate: bool = True, zero_shot: bool
         write_markdown(out / "metrics.md", rows, title=f"{cfg.name}: {cfg.data.dataset} {cfg.data.split}",
                        efficiency=("avg_query_nnz", "index_avg_nnz_per_doc"))
     return {"train": result, "rows": rows, "out_dir": out}
+
+
+def _card(cfg: LexrayConfig, model_dir: Path) -> None:
+    """Record base model, training data and recipe in the trained model's README.md card."""
+    from lexray.models.card import update_model_card
+
+    data = [cfg.data.dataset + f" ({cfg.data.train_split} split)"]
+    data += [f"{p.name}: {p.data}" + (f" ({p.data_path})" if p.data_path else "") for p in cfg.train.phases]
+    update_model_card(model_dir, name=cfg.name, base_model=_model_label(cfg) if cfg.model.name_or_path is None
+                      else str(cfg.model.name_or_path), training_data=data, recipe=cfg.model_dump(mode="json"))
 
 
 def _model_label(cfg: LexrayConfig) -> str:

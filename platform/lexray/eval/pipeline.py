@@ -47,8 +47,9 @@ def _dataset_name(dataset: Path) -> str:
 
 def evaluate_bm25(cfg: LexrayConfig, out_dir: str | Path) -> dict:
     """Pyserini BM25 (Anserini defaults k1=0.9, b=0.4, flat title+text) on ``cfg.data`` → metrics dict."""
+    from lexray.data import beir
     from lexray.eval.metrics import evaluate
-    from lexray.eval.report import write_metrics_json
+    from lexray.eval.report import write_metrics_json, write_per_query
     from lexray.eval.runs import write_trec_run
     from lexray.index import lucene
 
@@ -58,12 +59,14 @@ def evaluate_bm25(cfg: LexrayConfig, out_dir: str | Path) -> dict:
     dataset, queries, qrels = _queries_and_qrels(cfg)
     index_dir = out / "bm25-index"
     t0 = time.perf_counter()
-    lucene.build_bm25_index(dataset, index_dir, overwrite=True, on_error=cfg.data.on_error)
+    lucene.build_bm25_index(beir.iter_id_text(dataset, on_error=cfg.data.on_error), index_dir, overwrite=True)
     index_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     run = lucene.bm25_search(index_dir, queries, k=cfg.eval.top_k)
     search_s = time.perf_counter() - t0
-    metrics = evaluate(run, qrels, cfg.eval.metrics)
+    res = evaluate(run, qrels, cfg.eval.metrics, per_query=True)
+    metrics = res["mean"]
+    write_per_query(out / f"per_query.{cfg.data.split}.jsonl", res["per_query"])
     write_trec_run(run, out / f"run.{cfg.data.split}.trec", tag="bm25")
     efficiency = {"index_seconds": index_s, "search_qps": len(queries) / max(search_s, 1e-9),
                   "index_bytes": _dir_bytes(index_dir)}
@@ -93,7 +96,7 @@ def evaluate_sparse(cfg: LexrayConfig, out_dir: str | Path, backend: Backend | N
     """
     from lexray.encode.pipeline import encode_corpus
     from lexray.eval.metrics import evaluate
-    from lexray.eval.report import write_metrics_json
+    from lexray.eval.report import write_metrics_json, write_per_query
     from lexray.eval.runs import run_tag, write_trec_run
     from lexray.index.build import build_index
     from lexray.index.search import ExactSearcher
@@ -104,6 +107,8 @@ def evaluate_sparse(cfg: LexrayConfig, out_dir: str | Path, backend: Backend | N
     out.mkdir(parents=True, exist_ok=True)
     save_config(cfg, out)
     dataset, queries, qrels = _queries_and_qrels(cfg)
+    # the model is loaded (and so checked) before the corpus is encoded
+    enc = encoder if encoder is not None else load_encoder(cfg.model)
 
     # 1. corpus -> shards (Ray Data; resumes / reuses complete shards)
     manifest = encode_corpus(cfg.model, dataset, out / "shards", cfg.encode, on_error=cfg.data.on_error,
@@ -113,7 +118,6 @@ def evaluate_sparse(cfg: LexrayConfig, out_dir: str | Path, backend: Backend | N
     stats = build_index(out / "shards", out / "index", cfg.index)
     index_s = time.perf_counter() - t0
     # 3. queries -> sparse vectors (in process: queries are few)
-    enc = encoder if encoder is not None else load_encoder(cfg.model)
     qids = [q for q in qrels if q in queries]
     t0 = time.perf_counter()
     q_ids, q_ws = enc.encode_sparse([queries[q] for q in qids], "query", batch_size=cfg.eval.query_batch_size)
@@ -132,19 +136,29 @@ def evaluate_sparse(cfg: LexrayConfig, out_dir: str | Path, backend: Backend | N
         t0 = time.perf_counter()
         run = searcher.search_run(qids, q_ids, q_ws, k=cfg.eval.top_k)
         efficiency["search_qps"] = len(qids) / max(time.perf_counter() - t0, 1e-9)
-        results["exact"] = evaluate(run, qrels, cfg.eval.metrics)
+        res = evaluate(run, qrels, cfg.eval.metrics, per_query=True)
+        results["exact"] = res["mean"]
+        write_per_query(out / f"per_query.{cfg.data.split}.jsonl", res["per_query"])
         write_trec_run(run, out / f"run.{cfg.data.split}.trec", tag=run_tag(retriever_name or "lexray-exact"))
     if backend in ("lucene", "both"):
         from lexray.index import lucene
 
         t0 = time.perf_counter()
-        lucene.build_impact_index(out / "shards", out / "lucene", bits=cfg.index.quant_bits, overwrite=True)
+        vocab = (enc.tokenizer.convert_ids_to_tokens(list(range(enc.vocab_size)))
+                 if cfg.index.lucene_tokens == "vocab" else None)
+        lucene.build_impact_index(out / "shards", out / "lucene", bits=cfg.index.quant_bits, overwrite=True,
+                                  vocab=vocab, show_progress=False,
+                                  collection_dir=out / "lucene.collection" if cfg.index.keep_lucene_collection
+                                  else None)
+        write_topics(out / f"topics.{cfg.data.split}.tsv", {q: queries[q] for q in qids})
         efficiency["lucene_index_seconds"] = time.perf_counter() - t0
         efficiency["lucene_index_bytes"] = _dir_bytes(out / "lucene")
         t0 = time.perf_counter()
-        run_l = lucene.impact_search(out / "lucene", qids, q_ids, q_ws, k=cfg.eval.top_k)
+        run_l = lucene.impact_search(out / "lucene", qids, q_ids, q_ws, k=cfg.eval.top_k, show_progress=False)
         efficiency["lucene_search_qps"] = len(qids) / max(time.perf_counter() - t0, 1e-9)
-        results["lucene"] = evaluate(run_l, qrels, cfg.eval.metrics)
+        res = evaluate(run_l, qrels, cfg.eval.metrics, per_query=True)
+        results["lucene"] = res["mean"]
+        write_per_query(out / f"per_query.{cfg.data.split}.lucene.jsonl", res["per_query"])
         write_trec_run(run_l, out / f"run.{cfg.data.split}.lucene.trec", tag=run_tag(retriever_name or "lexray-lucene"))
     headline = results.get("exact") or results["lucene"]
     if len(results) > 1:
@@ -152,6 +166,15 @@ def evaluate_sparse(cfg: LexrayConfig, out_dir: str | Path, backend: Backend | N
     name = retriever_name or str(cfg.model.name_or_path or "random-init")
     return write_metrics_json(out, dataset=_dataset_name(dataset), retriever=name, split=cfg.data.split,
                               n_queries=len(qrels), metrics=headline, efficiency=efficiency)
+
+
+def write_topics(path: Path, queries: dict[str, str]) -> Path:
+    """Queries as a ``qid<TAB>text`` topics file (Pyserini's ``--topics`` for a .tsv path); tabs and newlines
+    inside a query become spaces."""
+    with open(path, "w", encoding="utf-8") as fh:
+        for qid, text in queries.items():
+            fh.write(f"{qid}\t{' '.join(str(text).split())}\n")
+    return path
 
 
 def _encode_efficiency(manifest) -> dict:

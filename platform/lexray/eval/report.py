@@ -96,3 +96,32 @@ def write_markdown(path: str | os.PathLike, rows: Mapping | Sequence[Mapping], t
     text = (f"# {title}\n\n" if title else "") + markdown_table(rows, **kw)
     path.write_text(text)
     return path
+
+
+def write_per_query(path: str | os.PathLike, per_query: Mapping[str, Mapping[str, float]]) -> Path:
+    """Write per-query metrics as JSONL, one ``{"qid": ..., "<metric>": value, ...}`` per line, queries in order."""
+    from lexray.eval.runs import sorted_query_ids
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as fh:
+        for qid in sorted_query_ids(per_query):
+            fh.write(json.dumps({"qid": qid, **{k: float(v) for k, v in per_query[qid].items()}}) + "\n")
+    return path
+
+
+def read_per_query(path: str | os.PathLike) -> dict[str, dict[str, float]]:
+    """Read :func:`write_per_query` output. Raises ValueError naming the file and line of a bad row."""
+    path = Path(path)
+    out: dict[str, dict[str, float]] = {}
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+                qid = str(rec.pop("qid"))
+                out[qid] = {k: float(v) for k, v in rec.items()}
+            except (ValueError, KeyError, TypeError, AttributeError) as e:
+                raise ValueError(f"{path}:{n}: not a per-query metrics row ({e})") from None
+    return out

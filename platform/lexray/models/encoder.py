@@ -74,17 +74,25 @@ class SparseEncoder(nn.Module):
         encoders (SPLADE's convention) and excluded for decoders (their BOS is an attention sink that otherwise
         dominates max pooling).
 
-        ``num_layers`` keeps only the first N transformer layers (``backbones.keep_layers``).
+        ``num_layers`` keeps only the first N transformer layers (``backbones.keep_layers``). A
+        sentence-transformers SPLADE folder (plain or inference-free Router) is read through ``st_compat``.
 
         Raises:
             UnsupportedModelError: unverified decoder architecture (see ``backbones.VERIFIED_DECODERS``), or a
                 checkpoint without its LM/MLM head.
         """
-        backbone, tokenizer, detected = load_backbone(str(name_or_path), kind, dtype, trust_remote_code,
-                                                      num_layers=num_layers)
+        from lexray.models import st_compat
+
         local = resolve_model_dir(str(name_or_path))
         saved = EncoderSettings.load(local) if local is not None else None
-        base = saved.model_dump() if saved else {
+        st_fields = None
+        if saved is None and local is not None and st_compat.is_st_folder(local):
+            # a sentence-transformers SPLADE folder (plain or inference-free Router)
+            backbone_dir, st_fields = st_compat.read_st_folder(local)
+            name_or_path = backbone_dir
+        backbone, tokenizer, detected = load_backbone(str(name_or_path), kind, dtype, trust_remote_code,
+                                                      num_layers=num_layers)
+        base = saved.model_dump() if saved else st_fields or {
             "kind": detected, "special_tokens": "exclude" if detected == "decoder" else "include"}
         base["kind"] = detected
         base.update({k: v for k, v in overrides.items() if v is not None})
@@ -236,13 +244,20 @@ class SparseEncoder(nn.Module):
         return [(self.tokenizer.convert_ids_to_tokens(int(i)), float(v)) for v, i in zip(vals, idx, strict=True) if v > 0]
 
     # ------------------------------------------------------------------ persistence
-    def save_pretrained(self, directory: str | Path) -> Path:
-        """Write the backbone (safetensors), tokenizer and ``lexray_encoder.json`` to ``directory``."""
+    def save_pretrained(self, directory: str | Path, card: dict | None = None) -> Path:
+        """Write the backbone (safetensors), tokenizer, ``lexray_encoder.json``, sentence-transformers' files
+        (:mod:`lexray.models.st_compat`) and a README.md model card (:mod:`lexray.models.card`; ``card`` adds
+        base model, training data, recipe, metrics) to ``directory``."""
+        from lexray.models import card as model_card
+        from lexray.models import st_compat
+
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         self.backbone.save_pretrained(directory, safe_serialization=True)
         self.tokenizer.save_pretrained(directory)
         self.settings.save(directory)
+        st_compat.write_st_files(directory, self.settings, self.tokenizer, self.vocab_size)
+        model_card.write_model_card(directory, self.settings, vocab_size=self.vocab_size, **(card or {}))
         return directory
 
 

@@ -1,0 +1,94 @@
+"""Shared pieces of the commands: logging set-up, early validation, the closing lines every job prints."""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+
+def setup_logging() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+
+
+def validate_metrics(names: Iterable[str]) -> None:
+    """Raise ValueError naming the first metric lexray cannot compute (before any encoding)."""
+    from lexray.eval.metrics import parse_metric
+
+    names = list(names)
+    if not names:
+        raise ValueError("eval.metrics is empty")
+    for m in names:
+        parse_metric(m)  # raises ValueError with the accepted spellings
+
+
+def validate_dataset(dataset: str, split: str | None = None) -> Path:
+    """Resolve a BEIR folder and check corpus.jsonl, queries.jsonl and qrels/<split>.tsv exist."""
+    from lexray.data import beir
+
+    path = beir.resolve_dataset_dir(dataset)
+    for name in ("corpus.jsonl", "queries.jsonl"):
+        if not (path / name).is_file():
+            raise FileNotFoundError(f"dataset {dataset}: {path / name} not found (BEIR layout expected)")
+    if split is not None and not (path / "qrels" / f"{split}.tsv").is_file():
+        have = beir.available_splits(path)
+        raise FileNotFoundError(f"dataset {dataset}: no qrels/{split}.tsv (splits: {', '.join(have) or 'none'})")
+    return path
+
+
+def validate_model(model_cfg) -> None:
+    """Check the model can be loaded (configuration and tokenizer, not the weights) before any encoding.
+
+    Raises:
+        FileNotFoundError / OSError / ValueError naming the location.
+    """
+    if model_cfg.random_init is not None:
+        return
+    from transformers import AutoConfig, AutoTokenizer
+
+    from lexray.models import st_compat
+    from lexray.paths import resolve_local
+
+    where = model_cfg.name_or_path
+    local = resolve_local(where)
+    if local is None and ("/" not in str(where) or str(where).startswith((".", "/", "~"))):
+        raise FileNotFoundError(f"model {where}: no such folder (and not a hub id)")
+    target = str(local or where)
+    if local is not None and st_compat.is_st_folder(local) and not (local / "lexray_encoder.json").is_file():
+        target = str(st_compat.read_st_folder(local)[0])
+    try:
+        AutoConfig.from_pretrained(target, trust_remote_code=model_cfg.trust_remote_code)
+        AutoTokenizer.from_pretrained(target, trust_remote_code=model_cfg.trust_remote_code)
+    except Exception as e:  # noqa: BLE001 - re-raised with the location
+        raise ValueError(f"model {where} cannot be loaded: {' '.join(str(e).split())[:300]}") from None
+
+
+def dashboard_url() -> str | None:
+    """The Ray dashboard URL of this process's Ray session (None if Ray was not started or has none)."""
+    try:
+        import ray
+
+        if not ray.is_initialized():
+            return None
+        url = ray.get_runtime_context().dashboard_url if hasattr(ray.get_runtime_context(), "dashboard_url") \
+            else None
+        if not url:
+            from ray._private.worker import global_worker
+
+            url = getattr(global_worker.node, "webui_url", None) if global_worker.node else None
+        if url and not str(url).startswith("http"):
+            url = f"http://{url}"
+        return url or None
+    except Exception:  # noqa: BLE001 - only informative
+        return None
+
+
+def print_outputs(out_dir: str | os.PathLike, metrics_json: str | os.PathLike | None = None) -> None:
+    """The closing lines: output folder, metrics.json, Ray dashboard."""
+    print(f"output folder: {Path(out_dir).resolve()}")
+    if metrics_json is not None:
+        print(f"metrics:       {Path(metrics_json).resolve()}")
+    url = dashboard_url()
+    if url:
+        print(f"Ray dashboard: {url}")

@@ -1,0 +1,168 @@
+"""One command from a model (or BM25) and one or more BEIR collections to metrics.
+
+    lexray evaluate --model ../shared/models/splade-tiny --dataset ../shared/datasets/scifact --out DIR
+    lexray evaluate --model M --dataset ../shared/datasets/scifact --dataset ../shared/datasets/cranfield --out DIR
+    lexray evaluate --retriever bm25 --dataset ../shared/datasets/scifact --out DIR
+    lexray evaluate --model M --dataset D --out DIR --backend both     # exact and Lucene impact index rows
+    lexray evaluate --model M --dataset D --out DIR2 --baseline DIR    # per-query wins/ties/losses + paired test
+
+Per collection: encodes the corpus with Ray Data (reusing complete shards), builds the DuckDB inverted index,
+searches exactly (or with the Lucene impact index), evaluates with pytrec_eval (nDCG@10, MRR@10, R@100, R@1000)
+and writes metrics.json, per_query.<split>.jsonl, the TREC run and metrics.md — in DIR itself for one
+collection, in DIR/<collection>/ for several (DIR/metrics.json then holds every collection and their average).
+Metric names, top_k, paths, the model and the baseline are checked before anything is encoded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from lexray.commands.common import (
+    print_outputs,
+    setup_logging,
+    validate_dataset,
+    validate_metrics,
+    validate_model,
+)
+from lexray.config import add_config_args, load_config
+
+EFFICIENCY = ("avg_query_nnz", "index_avg_nnz_per_doc", "index_flops", "encode_docs_per_s", "search_qps")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="lexray evaluate", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", help="sparse encoder: local directory or hub id (model.name_or_path)")
+    ap.add_argument("--dataset", action="append", default=[],
+                    help="BEIR-layout folder (repeatable; default data.dataset), e.g. ../shared/datasets/scifact")
+    ap.add_argument("--split", help="qrels split (data.split), default test")
+    ap.add_argument("--out", required=True, help="output folder")
+    ap.add_argument("--retriever", choices=["sparse", "bm25"], default="sparse")
+    ap.add_argument("--backend", choices=["exact", "lucene", "both"], help="search backend (eval.backend)")
+    ap.add_argument("--baseline", help="output folder of an earlier evaluate run to compare with per query")
+    ap.add_argument("--test", choices=["t-test", "fisher"], default="t-test",
+                    help="paired significance test against --baseline (ranx)")
+    add_config_args(ap)
+    return ap
+
+
+def _out_dirs(out: Path, datasets: list[Path]) -> list[Path]:
+    if len(datasets) == 1:
+        return [out]
+    names = [d.name for d in datasets]
+    if len(set(names)) != len(names):
+        raise ValueError(f"--dataset folders share a name ({names}); each collection gets DIR/<name>/")
+    return [out / n for n in names]
+
+
+def _per_query_file(folder: Path, split: str, backend: str) -> Path:
+    return folder / (f"per_query.{split}.lucene.jsonl" if backend == "lucene" else f"per_query.{split}.jsonl")
+
+
+def _baseline_dirs(baseline: Path, datasets: list[Path]) -> list[Path]:
+    """The baseline folder of each collection: BASELINE itself (one collection) or BASELINE/<name>/."""
+    if not baseline.is_dir():
+        raise FileNotFoundError(f"--baseline {baseline}: no such folder")
+    out = []
+    for d in datasets:
+        cand = [baseline / d.name, baseline] if len(datasets) > 1 else [baseline, baseline / d.name]
+        found = next((c for c in cand if (c / "metrics.json").is_file()
+                      and json.loads((c / "metrics.json").read_text()).get("dataset") == d.name), None)
+        if found is None:
+            raise FileNotFoundError(f"--baseline {baseline}: no metrics.json for collection {d.name!r}")
+        out.append(found)
+    return out
+
+
+def rows_of(record: dict) -> list[dict]:
+    """Table rows of one collection's record: one per search backend when several ran."""
+    backends = record.get("efficiency", {}).get("backends")
+    if not backends:
+        return [record]
+    return [{**record, "retriever": f"{record['retriever']} ({name})", "metrics": m} for name, m in backends.items()]
+
+
+def average_rows(rows: list[dict], metrics: list[str]) -> list[dict]:
+    """One "average" row per retriever (unweighted mean over collections, BEIR's convention)."""
+    by_ret: dict[str, list[dict]] = {}
+    for r in rows:
+        by_ret.setdefault(r["retriever"], []).append(r)
+    out = []
+    for ret, rs in by_ret.items():
+        out.append({"retriever": ret, "dataset": f"average ({len(rs)})", "split": rs[0]["split"],
+                    "n_queries": sum(int(r["n_queries"]) for r in rs),
+                    "metrics": {m: sum(r["metrics"][m] for r in rs) / len(rs) for m in metrics},
+                    "efficiency": {}})
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict:
+    from lexray.eval.report import markdown_table, read_per_query, write_markdown
+
+    args = build_parser().parse_args(argv)
+    setup_logging()
+    flags = {"model.name_or_path": args.model, "data.split": args.split, "eval.backend": args.backend}
+    overrides = [f"{k}={v}" for k, v in flags.items() if v is not None] + args.overrides
+    base = None if args.config else {"model": {"name_or_path": "shared:models/splade-tiny"}}
+    cfg = load_config(args.config, overrides, base=base)
+
+    # ---- validate everything before any encoding
+    validate_metrics(cfg.eval.metrics)
+    if cfg.eval.top_k < 1:
+        raise ValueError(f"eval.top_k must be >= 1, got {cfg.eval.top_k}")
+    dataset_args = args.dataset or [cfg.data.dataset]
+    datasets = [validate_dataset(d, cfg.data.split) for d in dataset_args]
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"--out {out} exists and is not a folder")
+    dirs = _out_dirs(out, datasets)
+    if args.retriever == "sparse":
+        validate_model(cfg.model)
+    baselines = _baseline_dirs(Path(args.baseline), datasets) if args.baseline else None
+    if baselines:
+        from lexray.eval import compare  # noqa: F401 - fails now (ranx missing), not after encoding
+
+    # ---- run
+    from lexray.eval.pipeline import evaluate_bm25, evaluate_sparse
+
+    records = []
+    for ds, d_out in zip(datasets, dirs, strict=True):
+        cfg_d = cfg.model_copy(update={"data": cfg.data.model_copy(update={"dataset": str(ds)})})
+        rec = evaluate_bm25(cfg_d, d_out) if args.retriever == "bm25" else evaluate_sparse(cfg_d, d_out)
+        write_markdown(d_out / "metrics.md", rows_of(rec), efficiency=EFFICIENCY)
+        records.append(rec)
+
+    rows = [r for rec in records for r in rows_of(rec)]
+    metrics = list(cfg.eval.metrics)
+    table_rows = rows + (average_rows(rows, metrics) if len(records) > 1 else [])
+    if len(records) > 1:
+        summary = {"retriever": records[0]["retriever"], "split": cfg.data.split, "datasets": records,
+                   "average": {r["retriever"]: r["metrics"] for r in average_rows(rows, metrics)}}
+        (out / "metrics.json").write_text(json.dumps(summary, indent=2) + "\n")
+        write_markdown(out / "metrics.md", table_rows, metrics=metrics, efficiency=EFFICIENCY)
+    else:
+        summary = records[0]
+    print()
+    print(markdown_table(table_rows, metrics=metrics, efficiency=EFFICIENCY))
+
+    if baselines:
+        from lexray.eval.compare import compare_per_query, comparison_table
+
+        backend = "lucene" if (args.backend or cfg.eval.backend) == "lucene" else "exact"
+        comparisons = {}
+        for ds, d_out, b_dir in zip(datasets, dirs, baselines, strict=True):
+            b_file = _per_query_file(b_dir, cfg.data.split, "exact")
+            if not b_file.is_file():
+                raise FileNotFoundError(f"--baseline: {b_file} not found (the baseline run wrote no per-query "
+                                        "metrics for this split)")
+            comp = compare_per_query(read_per_query(_per_query_file(d_out, cfg.data.split, backend)),
+                                     read_per_query(b_file), metrics, test=args.test)
+            comparisons[ds.name] = comp
+            print(comparison_table(ds.name, comp))
+        (out / "comparison.json").write_text(json.dumps({"baseline": str(args.baseline), "test": args.test,
+                                                         "datasets": comparisons}, indent=2) + "\n")
+        print(f"comparison:    {(out / 'comparison.json').resolve()}  (* = p <= 0.05, {args.test})")
+    print_outputs(out, out / "metrics.json")
+    return summary

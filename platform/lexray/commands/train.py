@@ -1,0 +1,55 @@
+"""``lexray train-laconic`` / ``lexray train-splade``: train, then evaluate, with the same Ray Train loop.
+
+LACONIC (../shared/papers/laconic.txt §2): a decoder LLM made bidirectional, trained as a SPLADE encoder with the
+two-phase curriculum (weakly supervised pre-finetuning with in-batch negatives, then hard-negative finetuning,
+LoRA merged between phases). SPLADE: fine-tune an MLM encoder (InfoNCE or MarginMSE + FLOPS) and report the
+zero-shot and fine-tuned scores of the same evaluation side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+
+from lexray.commands.common import print_outputs, setup_logging
+from lexray.config import add_config_args, load_config
+from lexray.paths import REPO_ROOT
+
+LACONIC_RECIPE = REPO_ROOT / "jobs" / "configs" / "laconic-tiny.yaml"
+SPLADE_RECIPE = REPO_ROOT / "jobs" / "configs" / "splade-tiny-scifact.yaml"
+
+
+def _run(argv, doc: str, default_recipe, laconic: bool) -> dict:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_config_args(ap)
+    if laconic:
+        ap.add_argument("--no-eval", action="store_true", help="train only")
+    else:
+        ap.add_argument("--no-zero-shot", action="store_true", help="skip evaluating the starting model")
+    args = ap.parse_args(argv)
+    setup_logging()
+    cfg = load_config(args.config or default_recipe, args.overrides)
+    from lexray.commands.common import validate_metrics
+    from lexray.eval.report import markdown_table
+    from lexray.workflows import train_and_evaluate
+
+    validate_metrics(cfg.eval.metrics)
+    if laconic:
+        result = train_and_evaluate(cfg, evaluate=not args.no_eval)
+    else:
+        result = train_and_evaluate(cfg, zero_shot=not args.no_zero_shot)
+    if result["rows"]:
+        print(markdown_table(result["rows"], efficiency=("avg_query_nnz", "index_avg_nnz_per_doc")))
+    print_outputs(result["out_dir"])
+    return result
+
+
+def train_laconic(argv: list[str] | None = None) -> dict:
+    """``lexray train-laconic [--config recipe.yaml] [--set k=v ...] [--no-eval]`` (default recipe laconic-tiny)."""
+    return _run(argv, __doc__, LACONIC_RECIPE, laconic=True)
+
+
+def train_splade(argv: list[str] | None = None) -> dict:
+    """``lexray train-splade [--config recipe.yaml] [--set k=v ...] [--no-zero-shot]``."""
+    return _run(argv, __doc__, SPLADE_RECIPE, laconic=False)
