@@ -19,7 +19,7 @@ def write_shard(path, doc_ids, term_ids, weights, schema=SCHEMA):
     pq.write_table(pa.table({"doc_id": doc_ids, "term_ids": term_ids, "weights": weights}, schema=schema), path)
 
 
-def random_shards(d, n_docs=300, vocab=200, max_nnz=25, n_shards=3, seed=0, manifest_vocab=None):
+def random_shards(d, n_docs=300, vocab=200, max_nnz=25, n_shards=3, seed=0):
     """Random sparse documents in ``n_shards`` files; returns the dense (n_docs, vocab) matrix and the ids."""
     rng = np.random.default_rng(seed)
     d.mkdir(parents=True, exist_ok=True)
@@ -36,8 +36,6 @@ def random_shards(d, n_docs=300, vocab=200, max_nnz=25, n_shards=3, seed=0, mani
             tids.append(t)
             ws.append(w)
         write_shard(d / f"shard-{s:03d}.parquet", [ids[i] for i in idx], tids, ws)
-    if manifest_vocab:
-        (d / "manifest.json").write_text(json.dumps({"vocab_size": manifest_vocab}))
     return dense, ids
 
 
@@ -47,10 +45,10 @@ def read_postings(index_dir):
 
 
 def test_build_matches_shards(tmp_path):
-    dense, ids = random_shards(tmp_path / "shards", manifest_vocab=256)
+    dense, ids = random_shards(tmp_path / "shards")
     # small record batches: the duplicate check and df counting must work across batch boundaries
     stats = build_index(tmp_path / "shards", tmp_path / "index", IndexConfig(threads=1, memory_limit="256MB"),
-                        show_progress=False, batch_rows=97)
+                        vocab_size=256, show_progress=False, batch_rows=97)
     off, pdoc, pw, imp = read_postings(tmp_path / "index")
     assert off.dtype == np.int64 and pdoc.dtype == np.int32 and pw.dtype == np.float32 and imp.dtype == np.uint8
     assert stats.vocab_size == 256 and off.shape == (257,) and off[-1] == len(pdoc) == stats.n_postings
@@ -123,8 +121,6 @@ def test_bad_shards(tmp_path, case):
     if case == "wrong_type":
         schema = pa.schema([("doc_id", pa.string()), ("term_ids", pa.list_(pa.int64())),
                             ("weights", pa.list_(pa.float32()))])
-    if case == "term_out_of_vocab":
-        (d / "manifest.json").write_text(json.dumps({"vocab_size": 8}))
     write_shard(d / "b.parquet", *rows, schema=schema)
     expected = {"duplicate_id": r"b\.parquet: row 1 \(doc_id 'x'\): field 'doc_id': duplicate .*a\.parquet row 0",
                 "length_mismatch": r"b\.parquet: row 1 \(doc_id 'w'\): field 'weights': term_ids has 2 .* 1",
@@ -136,7 +132,7 @@ def test_bad_shards(tmp_path, case):
                 "null_id": r"b\.parquet: row 1 \(doc_id None\): field 'doc_id'",
                 "wrong_type": r"b\.parquet: column 'term_ids' has type list<.*int64>"}[case]
     with pytest.raises(IndexBuildError, match=expected):
-        build_index(d, tmp_path / "index", show_progress=False)
+        build_index(d, tmp_path / "index", show_progress=False, vocab_size=8 if case == "term_out_of_vocab" else None)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["shards"]
 
 
