@@ -473,7 +473,7 @@ def iter_shard_batches(shards: str | os.PathLike | Sequence[str | os.PathLike] |
         ShardStoreError: a file is unreadable or truncated (names the file), or a missing column, a null
             ``doc_id`` or list, or a row whose term_ids and weights differ in length (names file, row, field).
     """
-    for path, row0, rows, doc_ids, terms, weights in iter_live_rows(shards, batch_size):
+    for path, row0, _rows, doc_ids, terms, weights in iter_live_rows(shards, batch_size):
         yield path, row0, doc_ids, terms, weights
 
 
