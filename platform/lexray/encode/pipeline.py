@@ -62,7 +62,7 @@ from lexray.encode.shards import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["encode_corpus", "encode_payloads", "plan_shards", "model_content_hash", "check_model",
+__all__ = ["encode_corpus", "encode_payloads", "plan_shards", "model_content_hash", "check_model", "normalise_model_cfg",
            "ShardEncoder", "STAGES"]
 
 Payload = tuple[int, str, list[str], list[str]]
@@ -158,7 +158,7 @@ def check_model(model_cfg: ModelConfig) -> None:
                                 f"({type(e).__name__}: {str(e)[:200]})") from None
 
 
-def _normalise_model_cfg(model_cfg_or_path: ModelConfig | str | os.PathLike) -> ModelConfig:
+def normalise_model_cfg(model_cfg_or_path: ModelConfig | str | os.PathLike) -> ModelConfig:
     """A ModelConfig whose local path is absolute (Ray workers may not share the driver's working directory)."""
     from lexray.paths import resolve_local
 
@@ -515,7 +515,7 @@ def encode_corpus(model_cfg_or_path: ModelConfig | str | os.PathLike, dataset_di
 
     t_call = time.perf_counter()
     cfg = encode_cfg or EncodeConfig()
-    model_cfg = _normalise_model_cfg(model_cfg_or_path)
+    model_cfg = normalise_model_cfg(model_cfg_or_path)
     check_model(model_cfg)
     dataset = resolve_dataset_dir(dataset_dir)
     corpus = dataset / "corpus.jsonl"
