@@ -2,7 +2,7 @@
 
 Tables (docs/indexing.md, "Collection stores")::
 
-    shards(file, version, model_fp, rows, sha256, bytes, postings)
+    shards(file, version, model_fp, rows, sha256, bytes, postings, vocab_size)
         every immutable shard file of ``STORE/shards/`` and the version that wrote it; ``sha256`` is the content
         checksum of its bytes, verified before every index build
     entries(version, doc_id, content_sha256, model_fp, shard, row)
@@ -28,7 +28,7 @@ CATALOG_FILE = "catalog.duckdb"
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS shards (file VARCHAR PRIMARY KEY, version INTEGER, model_fp VARCHAR, rows INTEGER,
-                                   sha256 VARCHAR, bytes BIGINT, postings BIGINT);
+                                   sha256 VARCHAR, bytes BIGINT, postings BIGINT, vocab_size INTEGER);
 CREATE TABLE IF NOT EXISTS entries (version INTEGER, doc_id VARCHAR, content_sha256 VARCHAR, model_fp VARCHAR,
                                     shard VARCHAR, "row" INTEGER, PRIMARY KEY (version, doc_id));
 CREATE TABLE IF NOT EXISTS tombstones (version INTEGER, shard VARCHAR, "row" INTEGER, doc_id VARCHAR);
@@ -91,6 +91,12 @@ class Catalog:
             out.setdefault(shard, []).append(int(row))
         return out
 
+    def vocab_size(self, version: int) -> int | None:
+        """|V| of the encoder that wrote the shards of ``version``."""
+        r = self.rows("SELECT max(vocab_size) FROM shards WHERE file IN "
+                      "(SELECT DISTINCT shard FROM entries WHERE version = ?)", [version])
+        return int(r[0][0]) if r and r[0][0] is not None else None
+
     def live_count(self, version: int) -> int:
         return int(self.rows("SELECT count(*) FROM entries WHERE version = ?", [version])[0][0])
 
@@ -100,7 +106,7 @@ class Catalog:
         """Record version ``version`` (status ``pending``) in one transaction.
 
         Args:
-            new_shards: dicts with file, rows, sha256, bytes, postings (written by this run).
+            new_shards: dicts with file, rows, sha256, bytes, postings, vocab_size (written by this run).
             new_entries: a pyarrow table (doc_id, content_sha256, shard, row) of the documents encoded now.
             drop_ids_sql: a SELECT of doc ids of the parent's entries that are not carried over (deleted or
                 re-encoded), or None to carry nothing (a new model: everything re-encoded).
@@ -109,8 +115,9 @@ class Catalog:
         con.execute("BEGIN TRANSACTION")
         try:
             for s in new_shards:
-                con.execute("INSERT INTO shards VALUES (?, ?, ?, ?, ?, ?, ?)",
-                            [s["file"], version, model_fp, s["rows"], s["sha256"], s["bytes"], s["postings"]])
+                con.execute("INSERT INTO shards VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                            [s["file"], version, model_fp, s["rows"], s["sha256"], s["bytes"], s["postings"],
+                             s["vocab_size"]])
             if parent is not None and drop_ids_sql is not None:
                 con.execute(f"""INSERT INTO entries SELECT ?, doc_id, content_sha256, model_fp, shard, "row"
                                 FROM entries WHERE version = ? AND doc_id NOT IN ({drop_ids_sql})""",

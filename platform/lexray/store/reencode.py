@@ -181,7 +181,8 @@ def reencode(store: str | os.PathLike, cfg: LexrayConfig, break_stale_lock: bool
     Returns:
         the run summary: ``added``, ``changed``, ``deleted``, ``encoded`` (documents), ``version`` (the one
         ``current`` points to now), ``seconds``, plus ``previous``, ``docs``, ``noop``, ``validation``,
-        ``timings`` and ``read_report``.
+        ``recovered`` (versions a killed run had committed and this run published), ``timings`` and
+        ``read_report``.
 
     Raises:
         lexray.locks.LockHeldError: another run holds the store (names pid, host, start time).
@@ -205,10 +206,13 @@ def reencode(store: str | os.PathLike, cfg: LexrayConfig, break_stale_lock: bool
         with Catalog(store) as cat:
             _recover(store, cat)
             timings: dict[str, float] = {}
+            recovered = []
             for v in cat.versions("pending"):  # committed by a killed run: finish it
                 log.warning("finishing version %d, committed by an interrupted run", v["version"])
                 _publish(store, cat, v["version"], cfg, timings)
+                recovered.append(v["version"])
             summary = _run(store, cat, cfg, dataset, corpus, timings, show_progress)
+            summary["recovered"] = recovered
             summary["seconds"] = round(time.perf_counter() - t0, 3)
             summary["timings"] = {k: round(v, 3) for k, v in timings.items()}
             return summary
@@ -280,7 +284,7 @@ def _run(store: Path, cat: Catalog, cfg: LexrayConfig, dataset: Path, corpus: Pa
         bar = tqdm(total=n_todo, desc=f"re-encode ({cfg.encode.backend})", unit="doc")
     for row in encode_payloads(cfg.model, store / "shards", fp, cfg.encode, payloads, n_shards, cfg.encode.backend,
                                input_file=str(corpus)):
-        new_shards.append({k: row[k] for k in ("file", "rows", "sha256", "bytes", "postings")})
+        new_shards.append({k: row[k] for k in ("file", "rows", "sha256", "bytes", "postings", "vocab_size")})
         if bar is not None:
             bar.update(row["rows"])
     if bar is not None:
@@ -318,7 +322,8 @@ def _shard_set(store: Path, cat: Catalog, version: int, verify: bool = True) -> 
     if verify:
         verify_files([(store / "shards" / f, sha, fp) for f, sha, fp in shards], str(cat.path))
     dead = {str(store / "shards" / f): rows for f, rows in cat.dead_rows(version).items()}
-    return ShardSet(files, verified=verify, dead=dead, source=f"{cat.path} version {version}")
+    return ShardSet(files, vocab_size=cat.vocab_size(version), verified=verify, dead=dead,
+                    source=f"{cat.path} version {version}")
 
 
 def _publish(store: Path, cat: Catalog, version: int, cfg: LexrayConfig, timings: dict) -> dict:
