@@ -3,6 +3,7 @@
     python jobs/evaluate.py --model ../shared/models/splade-tiny --dataset ../shared/datasets/scifact --out DIR
     python jobs/evaluate.py --retriever bm25 --dataset ../shared/datasets/scifact --out DIR
     python jobs/evaluate.py --model M --dataset D --out DIR --backend both     # exact and Lucene impact index
+    python jobs/evaluate.py --model M --dataset D --out DIR --store STORE      # the store's current version
 
 Encodes the corpus with Ray Data (reusing complete shards in DIR/shards), builds the DuckDB inverted index,
 searches exactly (or with Pyserini's impact index), evaluates with pytrec_eval (nDCG@10, MRR@10, R@100,
@@ -29,6 +30,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--out", required=True, help="output folder")
     ap.add_argument("--retriever", choices=["sparse", "bm25"], default="sparse")
     ap.add_argument("--backend", choices=["exact", "lucene", "both"], help="search backend (eval.backend)")
+    ap.add_argument("--store", help="evaluate the current version of a collection store (jobs/reencode.py); "
+                                    "current is resolved once, so a concurrent switch does not change the run")
     add_config_args(ap)
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -41,6 +44,10 @@ def main(argv: list[str] | None = None) -> dict:
     cfg = load_config(args.config, overrides, base=base)
     if args.retriever == "bm25":
         record = evaluate_bm25(cfg, args.out)
+    elif args.store:
+        from lexray.store import resolve_current
+
+        record = evaluate_sparse(cfg, args.out, index_dir=resolve_current(args.store) / "index")
     else:
         record = evaluate_sparse(cfg, args.out)
     table = markdown_table(record, efficiency=EFFICIENCY)
