@@ -29,7 +29,6 @@ from lexray.store.catalog import Catalog
 
 REPO = Path(__file__).resolve().parents[2]
 N_DOCS = 40
-BACKEND = "local"  # TEMP
 SETTINGS = ["model.doc_max_length=32", "encode.rows_per_shard=8", "encode.batch_size=16",
             "store.validate_queries=5", "store.validate_k=50"]
 
@@ -102,17 +101,17 @@ def test_mutation_reencodes_only_changes_and_equals_a_scratch_build(corpus, scif
     base_docs, extra = corpus[:N_DOCS], corpus[N_DOCS:]
     ds = make_dataset(scifact_dir, tmp_path / "ds", base_docs)
     store = tmp_path / "store"
-    first = reencode(store, config(ds, BACKEND), show_progress=False)  # the Ray Data encoder path
+    first = reencode(store, config(ds), show_progress=False)
     assert (first["added"], first["encoded"], first["version"]) == (N_DOCS, N_DOCS, 1)
     assert first["validation"]["topk_equal"] and first["validation"]["queries"] == 5
     before = run_of(store, searcher_queries)
 
-    noop = reencode(store, config(ds, BACKEND), show_progress=False)
+    noop = reencode(store, config(ds), show_progress=False)
     assert noop["noop"] and noop["encoded"] == 0 and noop["version"] == 1
 
     mutated = mutate(base_docs, n_new=5, n_edit=3, n_del=2, extra=extra)
     make_dataset(scifact_dir, ds, mutated)
-    second = reencode(store, config(ds, BACKEND), show_progress=False)
+    second = reencode(store, config(ds), show_progress=False)
     assert {k: second[k] for k in ("added", "changed", "deleted", "encoded", "version")} == \
         {"added": 5, "changed": 3, "deleted": 2, "encoded": 8, "version": 2}
     with Catalog(store, read_only=True) as cat:
@@ -235,3 +234,14 @@ def test_model_change_reencodes_everything_and_bad_model_writes_nothing(corpus, 
             for t in [b]]
     assert max(lens) <= 16
     assert np.all(np.array(lens) > 0)
+
+
+@pytest.mark.timeout(300)
+def test_ray_data_path_gives_the_same_index_as_in_process(ray_session, corpus, scifact_dir, tmp_path):
+    """The job's default backend: Ray Data actors (encode_payloads) write the store's shards; with exact_length
+    batching the index is byte-identical to the in-process encoder's."""
+    ds = make_dataset(scifact_dir, tmp_path / "ds", corpus[:16])
+    a = reencode(tmp_path / "ray", config(ds, "ray"), show_progress=False)
+    b = reencode(tmp_path / "local", config(ds, "local"), show_progress=False)
+    assert a["encoded"] == b["encoded"] == 16 and a["validation"]["topk_equal"]
+    assert _index_bytes(tmp_path / "ray") == _index_bytes(tmp_path / "local")
