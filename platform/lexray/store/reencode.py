@@ -332,6 +332,10 @@ def _publish(store: Path, cat: Catalog, version: int, cfg: LexrayConfig, timings
 
     t = time.perf_counter()
     final = version_dir(store, version)
+    if _current_version(store) == version and (final / VERSION_FILE).is_file():
+        # switched by a run killed before it marked the version published: readers may use it, keep it
+        cat.set_status(version, "published")
+        return json.loads((final / VERSION_FILE).read_text())["validation"]
     if final.exists():  # moved into place by a run killed before the switch: rebuild to be sure
         shutil.rmtree(final)
     work = store / "versions" / f".v{version:06d}.building-{uuid.uuid4().hex[:8]}"
