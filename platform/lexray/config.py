@@ -206,6 +206,10 @@ class EncodeConfig(_Section):
                                   "encoder settings' doc_top_k (None there = keep all)")
     threshold: float = Field(0.0, ge=0, description="keep weights strictly greater than this")
     sort_by_length: bool = Field(True, description="length-sorted batches within a shard (less padding)")
+    batching: Literal["length_sorted", "exact_length"] = Field(
+        "length_sorted", description="exact_length: batch only documents of the same token length (no padding), "
+        "so a document's weights do not depend on its batch neighbours and incremental re-encoding is "
+        "bit-identical to a full one (jobs/reencode.py's default; docs/indexing.md)")
     backend: Literal["ray", "local"] = Field("ray", description="local = in-process, no Ray (tiny inputs, tests)")
     overwrite: bool = Field(False, description="replace an out_dir made by a different model/settings/corpus "
                             "instead of refusing")
@@ -277,6 +281,14 @@ class VTConfig(_Section):
                            description="APC applied after adaptation and saved with the migrated model")
     adapt: VTAdaptConfig = Field(default_factory=VTAdaptConfig)
     seed: int = 0
+class StoreConfig(_Section):
+    """Versioned collection store and scheduled re-encoding (``lexray.store``, jobs/reencode.py)."""
+
+    keep_versions: int = Field(3, ge=1, description="published index versions kept (current included); older "
+                               "ones and the shards only they use are deleted")
+    validate_queries: int = Field(20, ge=0, description="queries (of data.split, first N in file order) whose "
+                                  "top-k on the new version must equal an exact scoring of the live shards")
+    validate_k: int = Field(100, ge=1, description="k of that check")
 
 
 class LexrayConfig(_Section):
@@ -292,6 +304,7 @@ class LexrayConfig(_Section):
     index: IndexConfig = Field(default_factory=IndexConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     vt: VTConfig = Field(default_factory=VTConfig)
+    store: StoreConfig = Field(default_factory=StoreConfig)
 
 
 def _deep_merge(base: dict, over: dict) -> dict:

@@ -159,3 +159,36 @@ def test_bad_rows_fail_with_location_or_are_skipped_and_counted(splade_tiny_dir,
     assert m.read_report["skipped"] == {"bad_json": 1, "missing_id": 1}
     assert any("corpus.jsonl:4" in msg and "_id" in msg for msg in m.read_report["messages"])
     assert _all_rows(out)[0] == ["a", "b", "c"] and m.totals.docs == 3
+
+
+@pytest.mark.timeout(60)
+def test_mistyped_model_path_fails_before_writing_anything(scifact_dir, tmp_path):
+    out = tmp_path / "out"
+    with pytest.raises(FileNotFoundError, match="splade-tinny"):
+        encode_corpus(str(tmp_path.parent / "models" / "splade-tinny"), scifact_dir, out, CFG, max_docs=10,
+                      backend="local", show_progress=False)
+    assert not out.exists()  # no running manifest left to block the corrected rerun
+
+
+@pytest.mark.timeout(60)
+def test_concurrent_encode_into_one_folder_is_refused(splade_tiny_dir, scifact_dir, tmp_path):
+    import os
+    import socket
+    import subprocess
+    import sys
+
+    from lexray.locks import LockHeldError
+
+    out = tmp_path / "out"
+    out.mkdir()
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])  # the other encode
+    try:
+        (out / ".lock").write_text(json.dumps({"pid": other.pid, "host": socket.gethostname(),
+                                               "started_at": "t0", "command": "encode_corpus.py"}))
+        with pytest.raises(LockHeldError, match=f"pid {other.pid}"):
+            encode_corpus(splade_tiny_dir, scifact_dir, out, CFG.model_copy(update={"doc_top_k": 16}),
+                          max_docs=10, backend="local", show_progress=False)
+        assert sorted(os.listdir(out)) == [".lock"]  # the refused run wrote nothing
+    finally:
+        other.kill()
+        other.wait()

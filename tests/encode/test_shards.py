@@ -144,3 +144,80 @@ def test_row_groups_are_sized_by_postings_not_rows(tmp_path):
     assert all(meta.row_group(g).num_rows * nnz <= ROW_GROUP_POSTINGS for g in range(meta.num_row_groups))
     back = read_shard(path)
     assert back.doc_ids == ids and np.array_equal(back.weights[-1], weights[-nnz:])
+
+
+# ------------------------------------------------------------------------------------------ integrity (issue 11)
+def _complete_folder(d, n_shards=2, fp="fp-a"):
+    """A folder as a finished encode leaves it: shards + a complete manifest with content checksums."""
+    from lexray.encode.shards import file_sha256
+
+    d.mkdir(parents=True, exist_ok=True)
+    infos = []
+    for k in range(n_shards):
+        write_shard(_table(fp=fp, index=k), d / shard_name(k))
+        infos.append(_info(index=k).model_copy(update={"sha256": file_sha256(d / shard_name(k)), "postings": 4}))
+    m = Manifest(fingerprint=fp, identity={"x": 1}, rows_per_shard=3, status="complete", vocab_size=128,
+                 model=ModelInfo(name_or_path="m", content_hash="sha256:x", vocab_size=128), shards=infos)
+    save_manifest(m, d)
+    return m
+
+
+def test_resolve_shards_verifies_the_manifest(tmp_path):
+    from lexray.encode.shards import ShardStoreError, resolve_shards
+
+    d = tmp_path / "ok"
+    _complete_folder(d)
+    sset = resolve_shards(d)
+    assert [f.name for f in sset.files] == [shard_name(0), shard_name(1)] and sset.verified and sset.vocab_size == 128
+
+    running = tmp_path / "running"  # an interrupted encode
+    m = _complete_folder(running)
+    save_manifest(m.model_copy(update={"status": "running"}), running)
+    with pytest.raises(ShardStoreError, match="status 'running'"):
+        resolve_shards(running)
+
+    gone = tmp_path / "gone"  # a listed shard deleted
+    _complete_folder(gone)
+    (gone / shard_name(1)).unlink()
+    with pytest.raises(ShardStoreError, match=r"part-00001\.parquet: shard listed in .*manifest.json is missing"):
+        resolve_shards(gone)
+
+    flip = tmp_path / "flip"  # one bit flipped inside a shard: schema, rows and ids still read fine
+    _complete_folder(flip)
+    raw = bytearray((flip / shard_name(0)).read_bytes())
+    raw[len(raw) // 3] ^= 0x10
+    (flip / shard_name(0)).write_bytes(bytes(raw))
+    with pytest.raises(ShardStoreError, match=r"part-00000\.parquet: content checksum .* differs"):
+        resolve_shards(flip)
+
+    mixed = tmp_path / "mixed"  # a shard of another run (fingerprint), with a manifest that lists its bytes
+    m = _complete_folder(mixed)
+    write_shard(_table(fp="fp-b", index=1), mixed / shard_name(1))
+    from lexray.encode.shards import file_sha256
+
+    m.shards[1].sha256 = file_sha256(mixed / shard_name(1))
+    save_manifest(m, mixed)
+    with pytest.raises(ShardStoreError, match=r"part-00001\.parquet: made by another run"):
+        resolve_shards(mixed)
+
+
+def test_truncated_shard_error_names_the_file(tmp_path):
+    from lexray.encode.shards import ShardStoreError
+
+    write_shard(_table(), tmp_path / shard_name(0))
+    data = (tmp_path / shard_name(0)).read_bytes()
+    (tmp_path / shard_name(0)).write_bytes(data[: len(data) // 2])
+    with pytest.raises(ShardStoreError, match=r"part-00000\.parquet: unreadable shard"):
+        list(iter_shards(tmp_path))
+    with pytest.raises(ShardStoreError, match=r"part-00000\.parquet: unreadable shard"):
+        read_shard(tmp_path / shard_name(0))
+
+
+def test_live_rows_skip_tombstones(tmp_path):
+    from lexray.encode.shards import ShardSet, iter_live_rows
+
+    write_shard(_table(index=0), tmp_path / shard_name(0))
+    write_shard(_table(index=1), tmp_path / shard_name(1))
+    sset = ShardSet([tmp_path / shard_name(0), tmp_path / shard_name(1)], dead={str(tmp_path / shard_name(1)): [0, 2]})
+    got = [(p.name, r.tolist(), ids) for p, _, r, ids, _, _ in iter_live_rows(sset)]
+    assert got == [(shard_name(0), [0, 1, 2], ["d1", "d2", "d3"]), (shard_name(1), [1], ["d2"])]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -19,7 +17,7 @@ def write_shard(path, doc_ids, term_ids, weights, schema=SCHEMA):
     pq.write_table(pa.table({"doc_id": doc_ids, "term_ids": term_ids, "weights": weights}, schema=schema), path)
 
 
-def random_shards(d, n_docs=300, vocab=200, max_nnz=25, n_shards=3, seed=0, manifest_vocab=None):
+def random_shards(d, n_docs=300, vocab=200, max_nnz=25, n_shards=3, seed=0):
     """Random sparse documents in ``n_shards`` files; returns the dense (n_docs, vocab) matrix and the ids."""
     rng = np.random.default_rng(seed)
     d.mkdir(parents=True, exist_ok=True)
@@ -36,8 +34,6 @@ def random_shards(d, n_docs=300, vocab=200, max_nnz=25, n_shards=3, seed=0, mani
             tids.append(t)
             ws.append(w)
         write_shard(d / f"shard-{s:03d}.parquet", [ids[i] for i in idx], tids, ws)
-    if manifest_vocab:
-        (d / "manifest.json").write_text(json.dumps({"vocab_size": manifest_vocab}))
     return dense, ids
 
 
@@ -47,10 +43,10 @@ def read_postings(index_dir):
 
 
 def test_build_matches_shards(tmp_path):
-    dense, ids = random_shards(tmp_path / "shards", manifest_vocab=256)
+    dense, ids = random_shards(tmp_path / "shards")
     # small record batches: the duplicate check and df counting must work across batch boundaries
     stats = build_index(tmp_path / "shards", tmp_path / "index", IndexConfig(threads=1, memory_limit="256MB"),
-                        show_progress=False, batch_rows=97)
+                        vocab_size=256, show_progress=False, batch_rows=97)
     off, pdoc, pw, imp = read_postings(tmp_path / "index")
     assert off.dtype == np.int64 and pdoc.dtype == np.int32 and pw.dtype == np.float32 and imp.dtype == np.uint8
     assert stats.vocab_size == 256 and off.shape == (257,) and off[-1] == len(pdoc) == stats.n_postings
@@ -123,8 +119,6 @@ def test_bad_shards(tmp_path, case):
     if case == "wrong_type":
         schema = pa.schema([("doc_id", pa.string()), ("term_ids", pa.list_(pa.int64())),
                             ("weights", pa.list_(pa.float32()))])
-    if case == "term_out_of_vocab":
-        (d / "manifest.json").write_text(json.dumps({"vocab_size": 8}))
     write_shard(d / "b.parquet", *rows, schema=schema)
     expected = {"duplicate_id": r"b\.parquet: row 1 \(doc_id 'x'\): field 'doc_id': duplicate .*a\.parquet row 0",
                 "length_mismatch": r"b\.parquet: row 1 \(doc_id 'w'\): field 'weights': term_ids has 2 .* 1",
@@ -136,7 +130,7 @@ def test_bad_shards(tmp_path, case):
                 "null_id": r"b\.parquet: row 1 \(doc_id None\): field 'doc_id'",
                 "wrong_type": r"b\.parquet: column 'term_ids' has type list<.*int64>"}[case]
     with pytest.raises(IndexBuildError, match=expected):
-        build_index(d, tmp_path / "index", show_progress=False)
+        build_index(d, tmp_path / "index", show_progress=False, vocab_size=8 if case == "term_out_of_vocab" else None)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["shards"]
 
 
@@ -144,3 +138,102 @@ def test_missing_shards(tmp_path):
     with pytest.raises(FileNotFoundError, match="no \\*.parquet shards"):
         (tmp_path / "empty").mkdir()
         build_index(tmp_path / "empty", tmp_path / "index")
+
+
+# ------------------------------------------------------------------------------------------ integrity (issue 11)
+def _encoded_folder(d, fp="fp-a", n_shards=3, seed=0):
+    """Random shards written by lexray.encode.shards with a complete manifest (checksums, fingerprint)."""
+    from lexray.encode.shards import (
+        Manifest,
+        ModelInfo,
+        ShardInfo,
+        file_sha256,
+        ids_digest,
+        save_manifest,
+        shard_metadata,
+        shard_name,
+        shard_table,
+    )
+    from lexray.encode.shards import write_shard as write_encoded
+
+    rng = np.random.default_rng(seed)
+    d.mkdir(parents=True, exist_ok=True)
+    infos = []
+    for k in range(n_shards):
+        ids = [f"s{k}-d{i}" for i in range(20)]
+        lens = rng.integers(1, 10, size=20)
+        terms = np.concatenate([np.sort(rng.choice(64, n, replace=False)) for n in lens]).astype(np.int32)
+        weights = rng.gamma(2.0, 0.5, size=len(terms)).astype(np.float32) + 0.01
+        offsets = np.concatenate([[0], np.cumsum(lens)])
+        write_encoded(shard_table(ids, offsets, terms, weights, metadata=shard_metadata(fp, k)), d / shard_name(k))
+        infos.append(ShardInfo(index=k, file=shard_name(k), rows=20, first_doc=20 * k, first_doc_id=ids[0],
+                               last_doc_id=ids[-1], ids_sha1=ids_digest(ids), postings=int(len(terms)),
+                               sha256=file_sha256(d / shard_name(k))))
+    m = Manifest(fingerprint=fp, identity={}, rows_per_shard=20, status="complete", vocab_size=64,
+                 model=ModelInfo(name_or_path="m", content_hash="sha256:x"), shards=infos)
+    save_manifest(m, d)
+    return m
+
+
+@pytest.mark.parametrize("case", ["running", "shard_deleted", "mixed_runs", "bit_flip", "truncated"])
+def test_build_index_refuses_a_folder_its_manifest_does_not_vouch_for(tmp_path, case):
+    """Each case was indexed with exit 0 before issue 11 (or failed with a raw ArrowInvalid without a file)."""
+    from lexray.encode.shards import ShardStoreError, file_sha256, save_manifest, shard_metadata, shard_table
+    from lexray.encode.shards import write_shard as write_encoded
+
+    d = tmp_path / "shards"
+    m = _encoded_folder(d)
+    assert build_index(d, tmp_path / "ok", show_progress=False).n_docs == 60  # the intact folder builds
+    target = d / "part-00001.parquet"
+    if case == "running":
+        save_manifest(m.model_copy(update={"status": "running"}), d)
+        expected = "status 'running'"
+    elif case == "shard_deleted":
+        target.unlink()
+        expected = r"part-00001\.parquet: shard listed in .* is missing"
+    elif case == "mixed_runs":  # a concurrent run with other settings rewrote one shard and its checksum
+        t = shard_table(["x"] * 0 + [f"s1-d{i}" for i in range(20)], np.arange(21), np.arange(20, dtype=np.int32),
+                        np.ones(20, np.float32), metadata=shard_metadata("fp-b", 1))
+        write_encoded(t, target)
+        m.shards[1].sha256 = file_sha256(target)
+        save_manifest(m, d)
+        expected = r"part-00001\.parquet: made by another run"
+    elif case == "bit_flip":
+        raw = bytearray(target.read_bytes())
+        raw[len(raw) // 3] ^= 0x04
+        target.write_bytes(bytes(raw))
+        expected = r"part-00001\.parquet: content checksum"
+    else:
+        target.write_bytes(target.read_bytes()[:200])
+        expected = r"part-00001\.parquet: content checksum"
+    with pytest.raises(ShardStoreError, match=expected):
+        build_index(d, tmp_path / "index", show_progress=False)
+    assert not (tmp_path / "index").exists()
+
+
+def test_truncated_shard_without_manifest_names_the_file(tmp_path):
+    from lexray.encode.shards import ShardStoreError
+
+    random_shards(tmp_path / "shards", n_docs=60, n_shards=2, seed=3)
+    f = sorted((tmp_path / "shards").glob("*.parquet"))[1]
+    f.write_bytes(f.read_bytes()[:300])
+    with pytest.raises(ShardStoreError, match=rf"{f.name}: unreadable shard"):
+        build_index(tmp_path / "shards", tmp_path / "index", show_progress=False)
+
+
+def test_tombstoned_rows_are_left_out_and_the_rest_numbered_densely(tmp_path):
+    from lexray.encode.shards import ShardSet, resolve_shards
+
+    d = tmp_path / "shards"
+    _encoded_folder(d)
+    files = resolve_shards(d).files
+    dead = {str(files[0]): [0, 5], str(files[2]): [19]}
+    st = build_index(ShardSet(files, vocab_size=64, dead=dead), tmp_path / "index", show_progress=False)
+    assert st.n_docs == 57
+    ids = pq.read_table(tmp_path / "index" / "doc_ids.parquet").column("doc_id").to_pylist()
+    expected = [f"s{k}-d{i}" for k in range(3) for i in range(20)]
+    for gone in ("s0-d0", "s0-d5", "s2-d19"):
+        expected.remove(gone)
+    assert ids == expected
+    off, pdoc, pw, _ = read_postings(tmp_path / "index")
+    assert off[-1] == len(pdoc) == st.n_postings and pdoc.max() == 56

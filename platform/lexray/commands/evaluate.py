@@ -41,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--out", required=True, help="output folder")
     ap.add_argument("--retriever", choices=["sparse", "bm25"], default="sparse")
     ap.add_argument("--backend", choices=["exact", "lucene", "both"], help="search backend (eval.backend)")
+    ap.add_argument("--store", help="evaluate the current version of a collection store (jobs/reencode.py); "
+                                    "current is resolved once, so a concurrent switch does not change the run")
     ap.add_argument("--baseline", help="output folder of an earlier evaluate run to compare with per query")
     ap.add_argument("--test", choices=["t-test", "fisher"], default="t-test",
                     help="paired significance test against --baseline (ranx)")
@@ -120,6 +122,13 @@ def main(argv: list[str] | None = None) -> dict:
     dirs = _out_dirs(out, datasets)
     if args.retriever == "sparse":
         validate_model(cfg.model)
+    store_index = None
+    if args.store:
+        if len(datasets) > 1 or args.retriever != "sparse":
+            raise ValueError("--store evaluates one collection store with its sparse model: give one --dataset")
+        from lexray.store import resolve_current
+
+        store_index = resolve_current(args.store) / "index"
     baselines = _baseline_dirs(Path(args.baseline), datasets) if args.baseline else None
     if baselines:
         from lexray.eval import compare  # noqa: F401 - fails now (ranx missing), not after encoding
@@ -130,7 +139,8 @@ def main(argv: list[str] | None = None) -> dict:
     records = []
     for ds, d_out in zip(datasets, dirs, strict=True):
         cfg_d = cfg.model_copy(update={"data": cfg.data.model_copy(update={"dataset": str(ds)})})
-        rec = evaluate_bm25(cfg_d, d_out) if args.retriever == "bm25" else evaluate_sparse(cfg_d, d_out)
+        rec = (evaluate_bm25(cfg_d, d_out) if args.retriever == "bm25"
+               else evaluate_sparse(cfg_d, d_out, index_dir=store_index))
         write_markdown(d_out / "metrics.md", rows_of(rec), efficiency=EFFICIENCY)
         records.append(rec)
 

@@ -24,6 +24,7 @@ the document prefix and max length come from the encoder's settings (``lexray_en
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -31,7 +32,7 @@ import math
 import os
 import time
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -46,6 +47,7 @@ from lexray.encode.shards import (
     ModelInfo,
     ShardInfo,
     Totals,
+    file_sha256,
     fingerprint,
     ids_digest,
     load_manifest,
@@ -60,7 +62,11 @@ from lexray.encode.shards import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["encode_corpus", "plan_shards", "model_content_hash", "ShardEncoder", "STAGES"]
+__all__ = ["encode_corpus", "encode_payloads", "plan_shards", "model_content_hash", "check_model", "normalise_model_cfg",
+           "ShardEncoder", "STAGES"]
+
+Payload = tuple[int, str, list[str], list[str]]
+"""One unit of work: ``(shard index, shard file name, doc_ids, texts)``."""
 
 STAGES = ("tokenize", "body", "head_pool", "sparse", "write")
 """Per-shard timers measured inside the encoder (seconds): tokenization, transformer body, vocabulary head +
@@ -71,7 +77,7 @@ _SUMMARY_SCHEMA = pa.schema([
     *[(f"t_{s}", pa.float64()) for s in STAGES],
     ("t_total", pa.float64()), ("t_init", pa.float64()), ("real_tokens", pa.int64()),
     ("padded_tokens", pa.int64()), ("vocab_size", pa.int64()), ("settings_json", pa.string()),
-    ("pid", pa.int64()),
+    ("pid", pa.int64()), ("file", pa.string()), ("sha256", pa.string()),
 ])
 
 _MODEL_FILE_SUFFIXES = (".safetensors", ".bin", ".json", ".txt", ".model", ".tiktoken")
@@ -117,15 +123,42 @@ def model_content_hash(model_cfg: ModelConfig) -> str:
     return "sha256:" + h.hexdigest()
 
 
-def _file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
+def check_model(model_cfg: ModelConfig) -> None:
+    """Fail fast, before anything is written, when the model cannot be loaded: a local path that does not exist
+    or holds no ``config.json``, or a hub id that is neither cached nor downloadable.
+
+    Raises:
+        FileNotFoundError: the message names the path or id.
+    """
+    from lexray.paths import resolve_local
+
+    if model_cfg.random_init is not None:
+        return
+    name = str(model_cfg.name_or_path or "")
+    if not name:
+        raise FileNotFoundError("model.name_or_path is empty")
+    local = resolve_local(name)
+    looks_local = name.startswith(("/", ".", "~", "shared:")) or os.sep in name.strip("/").split("/", 1)[-1] \
+        or Path(name).expanduser().exists()
+    if local is not None and not local.exists():
+        raise FileNotFoundError(f"model {name!r}: no such folder ({local})")
+    if local is not None:
+        folder = local.parent if local.is_file() else local
+        if not (folder / "config.json").is_file() and not local.is_file():
+            raise FileNotFoundError(f"model {name!r}: {folder} holds no config.json (not a model folder)")
+        return
+    if looks_local:
+        raise FileNotFoundError(f"model {name!r}: no such folder ({Path(name).expanduser().resolve()})")
+    try:
+        from transformers import AutoConfig
+
+        AutoConfig.from_pretrained(name)
+    except Exception as e:  # noqa: BLE001 - re-raised with the id
+        raise FileNotFoundError(f"model {name!r}: not a local folder and not loadable from the hub cache "
+                                f"({type(e).__name__}: {str(e)[:200]})") from None
 
 
-def _normalise_model_cfg(model_cfg_or_path: ModelConfig | str | os.PathLike) -> ModelConfig:
+def normalise_model_cfg(model_cfg_or_path: ModelConfig | str | os.PathLike) -> ModelConfig:
     """A ModelConfig whose local path is absolute (Ray workers may not share the driver's working directory)."""
     from lexray.paths import resolve_local
 
@@ -188,8 +221,8 @@ def plan_shards(dataset_dir: str | os.PathLike, rows_per_shard: int, on_error: L
 
 
 def _iter_payloads(dataset_dir: str, plan: Sequence[ShardInfo], todo: Sequence[int], on_error: str,
-                   max_docs: int | None, rows_per_shard: int) -> Iterator[tuple[int, list[str], list[str]]]:
-    """Yield ``(shard index, doc_ids, texts)`` for the shards in ``todo``, streaming the corpus once.
+                   max_docs: int | None, rows_per_shard: int) -> Iterator[Payload]:
+    """Yield ``(shard index, file, doc_ids, texts)`` for the shards in ``todo``, streaming the corpus once.
 
     Raises RuntimeError if a slice's ids differ from the plan (the corpus changed since planning).
     """
@@ -213,22 +246,22 @@ def _iter_payloads(dataset_dir: str, plan: Sequence[ShardInfo], todo: Sequence[i
             if ids_digest(ids) != plan[k].ids_sha1:
                 raise RuntimeError(f"{dataset_dir}: documents of shard {k} differ from the plan made at the start "
                                    "of this run; was corpus.jsonl modified during encoding?")
-            yield k, ids, texts
+            yield k, plan[k].file, ids, texts
             ids, texts = [], []
     if ids:
         raise RuntimeError(f"{dataset_dir}: corpus ended inside shard {n // rows_per_shard} (changed during "
                            "encoding?)")
 
 
-def _payload_table(k: int, ids: list[str], texts: list[str]) -> pa.Table:
-    return pa.table({"shard": pa.array([k], pa.int64()),
+def _payload_table(k: int, file: str, ids: list[str], texts: list[str]) -> pa.Table:
+    return pa.table({"shard": pa.array([k], pa.int64()), "file": pa.array([file], pa.string()),
                      "doc_ids": pa.array([ids], pa.list_(pa.string())),
                      "texts": pa.array([texts], pa.list_(pa.large_string()))})
 
 
-def _make_datasource(dataset_dir: str, plan: list[ShardInfo], todo: list[int], on_error: str,
-                     max_docs: int | None, rows_per_shard: int):
-    """A Ray Data datasource with one read task that streams the corpus and yields one row per shard to do."""
+def _make_datasource(payloads: Callable[[], Iterator[Payload]], n_rows: int, input_file: str):
+    """A Ray Data datasource with one read task that calls ``payloads()`` (streaming the corpus) and yields one
+    row per shard to do."""
     from ray.data.block import BlockMetadata
     from ray.data.datasource import Datasource, ReadTask
 
@@ -238,11 +271,10 @@ def _make_datasource(dataset_dir: str, plan: list[ShardInfo], todo: list[int], o
 
         def get_read_tasks(self, parallelism, per_task_row_limit=None, data_context=None):
             def read_fn():
-                for k, ids, texts in _iter_payloads(dataset_dir, plan, todo, on_error, max_docs, rows_per_shard):
-                    yield _payload_table(k, ids, texts)
+                for k, file, ids, texts in payloads():
+                    yield _payload_table(k, file, ids, texts)
 
-            meta = BlockMetadata(num_rows=len(todo), size_bytes=None, exec_stats=None,
-                                 input_files=(str(Path(dataset_dir) / "corpus.jsonl"),))
+            meta = BlockMetadata(num_rows=n_rows, size_bytes=None, exec_stats=None, input_files=(input_file,))
             return [ReadTask(read_fn, meta)]
 
         def get_name(self):
@@ -259,13 +291,16 @@ class ShardEncoder:
         model_cfg: ``ModelConfig`` as a JSON-able dict (absolute local path).
         out_dir: shard folder. fp: the run fingerprint stored in each shard's metadata.
         batch_size: documents per forward pass. top_k / threshold: sparsification (see ``to_sparse_flat``).
-        sort_by_length: length-sorted batches (less padding). torch_threads: intra-op threads; None leaves
+        sort_by_length: length-sorted batches (less padding).
+        exact_length_batches: batch only documents of exactly the same token length (no padding at all), so a
+            document's weights do not depend on which other documents are encoded with it (bit-identical
+            incremental re-encoding, :mod:`lexray.store`; docs/indexing.md). torch_threads: intra-op threads; None leaves
             torch's setting alone (local backend). device: ``"cpu"`` or ``"cuda"``.
     """
 
     def __init__(self, model_cfg: dict, out_dir: str, fp: str, batch_size: int = 32, top_k: int | None = None,
                  threshold: float = 0.0, sort_by_length: bool = True, torch_threads: int | None = None,
-                 device: str = "cpu"):
+                 device: str = "cpu", exact_length_batches: bool = False):
         t0 = time.perf_counter()
         import torch
 
@@ -285,7 +320,8 @@ class ShardEncoder:
         self.batch_size = batch_size
         self.top_k = top_k if top_k is not None else self.encoder.settings.doc_top_k
         self.threshold = threshold
-        self.sort_by_length = sort_by_length
+        self.sort_by_length = sort_by_length or exact_length_batches
+        self.exact_length_batches = exact_length_batches
         self._body_seconds = 0.0
         split = body_and_head(self.encoder.backbone, self.encoder.settings.kind)
         if split is not None:  # time the transformer body separately from the vocabulary head (forward hooks)
@@ -328,9 +364,15 @@ class ShardEncoder:
         lengths = attn.sum(1).numpy()
         order = np.argsort(-lengths, kind="stable") if self.sort_by_length else np.arange(n)
         parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        if self.exact_length_batches:  # runs of equal length in the length-sorted order, cut at batch_size
+            cuts = np.flatnonzero(np.diff(lengths[order])) + 1
+            batches = [c[s:s + self.batch_size] for c in np.split(order, cuts)
+                       for s in range(0, len(c), self.batch_size)]
+        else:
+            batches = [order[s:s + self.batch_size] for s in range(0, n, self.batch_size)]
         with torch.inference_mode():
-            for s in range(0, n, self.batch_size):
-                idx = torch.as_tensor(order[s:s + self.batch_size])
+            for b in batches:
+                idx = torch.as_tensor(b)
                 am = attn[idx]
                 cols = am.any(0).nonzero().squeeze(1)  # contiguous for left and right padding
                 lo, hi = (int(cols[0]), int(cols[-1]) + 1) if len(cols) else (0, 1)
@@ -355,26 +397,32 @@ class ShardEncoder:
         st["sparse"] += time.perf_counter() - t
         return offsets, ids, ws, dict(st)
 
-    def encode_shard(self, index: int, doc_ids: list[str], texts: list[str]) -> dict[str, Any]:
-        """Encode one shard, write ``part-<index>.parquet`` atomically, return its summary row."""
+    def encode_shard(self, index: int, doc_ids: list[str], texts: list[str], file: str | None = None
+                     ) -> dict[str, Any]:
+        """Encode one shard, write ``file`` (default ``part-<index>.parquet``) atomically, return its summary row
+        (with the sha256 of the written bytes)."""
         t0 = time.perf_counter()
         offsets, ids, ws, st = self.encode_texts(texts)
         t = time.perf_counter()
         table = shard_table(doc_ids, offsets, ids, ws, metadata=shard_metadata(self.fp, index))
-        nbytes = write_shard(table, self.out_dir / shard_name(index))
+        file = file or shard_name(index)
+        nbytes = write_shard(table, self.out_dir / file)
+        sha = file_sha256(self.out_dir / file)
         st["write"] = time.perf_counter() - t
         row = {"shard": index, "rows": len(doc_ids), "postings": int(len(ids)), "bytes": int(nbytes),
                **{f"t_{s}": float(st.get(s, 0.0)) for s in STAGES}, "t_total": time.perf_counter() - t0,
                "t_init": self._t_init, "real_tokens": int(st.get("real_tokens", 0)),
                "padded_tokens": int(st.get("padded_tokens", 0)), "vocab_size": int(self.encoder.vocab_size),
-               "settings_json": self.encoder.settings.model_dump_json(), "pid": os.getpid()}
+               "settings_json": self.encoder.settings.model_dump_json(), "pid": os.getpid(), "file": file,
+               "sha256": sha}
         self._t_init = 0.0  # count the model load once per actor
         return row
 
     def __call__(self, batch: pa.Table) -> pa.Table:
-        """Ray Data entry point: rows ``{shard, doc_ids, texts}`` → one summary row per shard."""
+        """Ray Data entry point: rows ``{shard, file, doc_ids, texts}`` → one summary row per shard."""
         rows = [self.encode_shard(int(batch.column("shard")[i].as_py()), batch.column("doc_ids")[i].as_py(),
-                                  batch.column("texts")[i].as_py()) for i in range(batch.num_rows)]
+                                  batch.column("texts")[i].as_py(), batch.column("file")[i].as_py())
+                for i in range(batch.num_rows)]
         return pa.Table.from_pylist(rows, schema=_SUMMARY_SCHEMA)
 
 
@@ -430,8 +478,12 @@ def encode_corpus(model_cfg_or_path: ModelConfig | str | os.PathLike, dataset_di
                   out_dir: str | os.PathLike, encode_cfg: EncodeConfig | None = None,
                   on_error: Literal["fail", "skip"] = "fail", max_docs: int | None = None,
                   backend: Literal["ray", "local"] | None = None, overwrite: bool | None = None,
-                  show_progress: bool = True, report=None) -> Manifest:
-    """Encode a BEIR corpus into Parquet sparse shards plus ``manifest.json``; resumable.
+                  show_progress: bool = True, report=None, break_stale_lock: bool = False) -> Manifest:
+    """Encode a BEIR corpus into Parquet sparse shards plus ``manifest.json``; resumable; one writer at a time.
+
+    The model is checked (:func:`check_model`) before anything is written; ``out_dir`` is locked for the whole
+    run (``out_dir/.lock`` naming pid, host and start time, :class:`lexray.locks.FolderLock`), so a second encode
+    into the same folder fails at once with :class:`lexray.locks.LockHeldError`.
 
     Args:
         model_cfg_or_path: a :class:`ModelConfig` or a model location (directory, ``shared:<rel>`` or hub id).
@@ -445,6 +497,7 @@ def encode_corpus(model_cfg_or_path: ModelConfig | str | os.PathLike, dataset_di
         backend / overwrite: override ``encode_cfg.backend`` / ``encode_cfg.overwrite``.
         show_progress: tqdm over documents (and Ray Data's own progress bars).
         report: a :class:`lexray.data.beir.ReadReport` to fill (one is created otherwise; also in the manifest).
+        break_stale_lock: take over a lock left by a killed run on this host (its pid is dead).
 
     Returns:
         the final :class:`Manifest` (status ``complete``), also written to ``out_dir/manifest.json``.
@@ -454,22 +507,33 @@ def encode_corpus(model_cfg_or_path: ModelConfig | str | os.PathLike, dataset_di
             lists what differs) and ``overwrite`` is false.
         lexray.data.beir.DataError: bad corpus row under ``on_error="fail"`` (file, line, field), raised before
             any encoding starts.
-        FileNotFoundError: dataset or model missing.
+        FileNotFoundError: dataset or model missing (before anything is written).
+        lexray.locks.LockHeldError: another run holds ``out_dir`` (names it).
     """
-    import lexray
-    from lexray.data.beir import ReadReport, resolve_dataset_dir
+    from lexray.data.beir import resolve_dataset_dir
+    from lexray.locks import FolderLock
 
     t_call = time.perf_counter()
     cfg = encode_cfg or EncodeConfig()
-    backend = backend or cfg.backend
-    overwrite = cfg.overwrite if overwrite is None else overwrite
-    model_cfg = _normalise_model_cfg(model_cfg_or_path)
+    model_cfg = normalise_model_cfg(model_cfg_or_path)
+    check_model(model_cfg)
     dataset = resolve_dataset_dir(dataset_dir)
     corpus = dataset / "corpus.jsonl"
     if not corpus.is_file():
         raise FileNotFoundError(f"{corpus} not found (expected BEIR layout)")
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    with FolderLock(out, ".lock", break_stale=break_stale_lock):
+        return _encode_locked(model_cfg, dataset, corpus, out, cfg, on_error, max_docs, backend, overwrite,
+                              show_progress, report, t_call)
+
+
+def _encode_locked(model_cfg: ModelConfig, dataset: Path, corpus: Path, out: Path, cfg: EncodeConfig, on_error,
+                   max_docs, backend, overwrite, show_progress, report, t_call: float) -> Manifest:
+    import lexray
+    from lexray.data.beir import ReadReport
+
+    backend = backend or cfg.backend
+    overwrite = cfg.overwrite if overwrite is None else overwrite
     remove_stale_tmp(out)
     report = report if report is not None else ReadReport()
 
@@ -478,8 +542,10 @@ def encode_corpus(model_cfg_or_path: ModelConfig | str | os.PathLike, dataset_di
         "model_hash": model_content_hash(model_cfg),
         "model_config": model_cfg.model_dump(mode="json", exclude={"name_or_path", "chunk_size"}),
         "doc_top_k": cfg.doc_top_k, "threshold": cfg.threshold, "rows_per_shard": cfg.rows_per_shard,
-        "corpus_sha256": _file_sha256(corpus), "on_error": on_error, "max_docs": max_docs,
+        "corpus_sha256": file_sha256(corpus), "on_error": on_error, "max_docs": max_docs,
     }
+    if cfg.batching != "length_sorted":  # only when set, so folders made before the knob keep their fingerprint
+        identity["batching"] = cfg.batching
     fp = fingerprint(identity)
     try:
         old = load_manifest(out)
@@ -510,11 +576,12 @@ def encode_corpus(model_cfg_or_path: ModelConfig | str | os.PathLike, dataset_di
     old_by_index = {s.index: s for s in old.shards} if old is not None else {}
     todo: list[int] = []
     for s in plan:
-        ok, why, postings = verify_shard(out / s.file, s, fp)
+        prev = old_by_index.get(s.index)
+        ok, why, postings = verify_shard(out / s.file, s, fp, sha256=prev.sha256 if prev is not None else None)
         if ok:
             s.postings = postings
             s.bytes = (out / s.file).stat().st_size
-            prev = old_by_index.get(s.index)
+            s.sha256 = prev.sha256 if prev is not None and prev.sha256 else file_sha256(out / s.file)
             s.encode_seconds = prev.encode_seconds if prev is not None else None
         else:
             if why != "missing":
@@ -545,8 +612,10 @@ def encode_corpus(model_cfg_or_path: ModelConfig | str | os.PathLike, dataset_di
     t_start = time.perf_counter()
     timings["prepare"] = t_start - t_call  # hashing model and corpus, validating/planning, verifying old shards
     if todo:
-        results = (_run_ray if backend == "ray" else _run_local)(
-            model_cfg, dataset, out, fp, cfg, plan, todo, on_error, max_docs)
+        results = encode_payloads(
+            model_cfg, out, fp, cfg, functools.partial(_iter_payloads, str(dataset), plan, todo, on_error, max_docs,
+                                                       cfg.rows_per_shard),
+            len(todo), backend, input_file=str(corpus))
         bar = None
         if show_progress:
             from tqdm.auto import tqdm
@@ -557,6 +626,7 @@ def encode_corpus(model_cfg_or_path: ModelConfig | str | os.PathLike, dataset_di
             if row["rows"] != s.rows:
                 raise RuntimeError(f"shard {s.index}: encoder returned {row['rows']} rows, planned {s.rows}")
             s.postings, s.bytes, s.encode_seconds = row["postings"], row["bytes"], row["t_total"]
+            s.sha256 = row["sha256"]
             for st in STAGES:
                 timings[st] += row[f"t_{st}"]
             timings["shard_total"] += row["t_total"]
@@ -575,7 +645,7 @@ def encode_corpus(model_cfg_or_path: ModelConfig | str | os.PathLike, dataset_di
         if bar is not None:
             bar.close()
     wall = time.perf_counter() - t_start
-    missing = [s.file for s in plan if s.postings is None]
+    missing = [s.file for s in plan if s.postings is None or s.sha256 is None]
     if missing:
         raise RuntimeError(f"encoding finished without writing shards {missing[:5]}")
 
@@ -598,22 +668,34 @@ def _encoder_kwargs(model_cfg: ModelConfig, out: Path, fp: str, cfg: EncodeConfi
         None if local else max(1, math.ceil(cfg.cpus_per_actor)))
     return dict(model_cfg=model_cfg.model_dump(mode="json"), out_dir=str(out), fp=fp, batch_size=cfg.batch_size,
                 top_k=cfg.doc_top_k, threshold=cfg.threshold, sort_by_length=cfg.sort_by_length,
-                torch_threads=threads, device="cuda" if cfg.gpus_per_actor > 0 else "cpu")
+                torch_threads=threads, device="cuda" if cfg.gpus_per_actor > 0 else "cpu",
+                exact_length_batches=cfg.batching == "exact_length")
 
 
-def _run_local(model_cfg, dataset, out, fp, cfg, plan, todo, on_error, max_docs) -> Iterator[dict]:
-    enc = ShardEncoder(**_encoder_kwargs(model_cfg, out, fp, cfg, local=True))
-    for k, ids, texts in _iter_payloads(str(dataset), plan, todo, on_error, max_docs, cfg.rows_per_shard):
-        yield enc.encode_shard(k, ids, texts)
+def encode_payloads(model_cfg: ModelConfig, out_dir: str | os.PathLike, fp: str, cfg: EncodeConfig,
+                    payloads: Callable[[], Iterator[Payload]], n_shards: int, backend: Literal["ray", "local"],
+                    input_file: str = "") -> Iterator[dict]:
+    """Encode and write shards, one summary row each (as they finish), with the one encoder path of lexray.
 
-
-def _run_ray(model_cfg, dataset, out, fp, cfg, plan, todo, on_error, max_docs) -> Iterator[dict]:
+    ``payloads`` is a picklable zero-argument callable (it runs inside the Ray Data read task) yielding
+    ``(index, file, doc_ids, texts)``; each becomes ``out_dir/file`` written atomically by a
+    :class:`ShardEncoder` actor (Ray Data ``map_batches`` over an ``ActorPoolStrategy``, fractional CPUs) or,
+    with ``backend="local"``, in this process. Used by :func:`encode_corpus` and :mod:`lexray.store`.
+    """
+    out = Path(out_dir)
+    if n_shards == 0:
+        return
+    if backend == "local":
+        enc = ShardEncoder(**_encoder_kwargs(model_cfg, out, fp, cfg, local=True))
+        for k, file, ids, texts in payloads():
+            yield enc.encode_shard(k, ids, texts, file)
+        return
     import ray
 
     from lexray.ray_utils import init_ray
 
     init_ray()
-    source = _make_datasource(str(dataset), plan, todo, on_error, max_docs, cfg.rows_per_shard)
+    source = _make_datasource(payloads, n_shards, input_file)
     ds = ray.data.read_datasource(source, num_cpus=cfg.reader_cpus, override_num_blocks=1)
     # The read task's output buffer merges consecutive small tables into one block up to target_max_block_size
     # (128 MiB), and a block goes to one actor as a whole: all shards would then land on the same actor. A tiny
@@ -628,7 +710,7 @@ def _run_ray(model_cfg, dataset, out, fp, cfg, plan, todo, on_error, max_docs) -
         remote["num_gpus"] = cfg.gpus_per_actor
     ds = ds.map_batches(
         ShardEncoder, batch_size=1, batch_format="pyarrow",
-        compute=ray.data.ActorPoolStrategy(size=min(cfg.num_actors, len(todo)), max_tasks_in_flight_per_actor=1),
+        compute=ray.data.ActorPoolStrategy(size=min(cfg.num_actors, n_shards), max_tasks_in_flight_per_actor=1),
         fn_constructor_kwargs=_encoder_kwargs(model_cfg, out, fp, cfg, local=False), **remote)
     for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
         yield from batch.to_pylist()

@@ -80,7 +80,7 @@ def _dir_bytes(path: Path) -> int:
 
 
 def evaluate_sparse(cfg: LexrayConfig, out_dir: str | Path, backend: Backend | None = None,
-                    encoder=None, retriever_name: str | None = None) -> dict:
+                    encoder=None, retriever_name: str | None = None, index_dir: str | Path | None = None) -> dict:
     """Evaluate a sparse encoder (``cfg.model``, or an already loaded ``encoder``) on ``cfg.data``.
 
     Args:
@@ -90,6 +90,8 @@ def evaluate_sparse(cfg: LexrayConfig, out_dir: str | Path, backend: Backend | N
             ``"both"`` (metrics of both are reported; the exact backend's are the headline).
         encoder: a loaded :class:`~lexray.models.SparseEncoder` to use for the queries (the corpus is encoded
             from ``cfg.model`` by the Ray Data pipeline, so pass a saved checkpoint path in ``cfg.model``).
+        index_dir: search this already built index (e.g. a collection store's version, resolved once with
+            ``lexray.store.resolve_current``) instead of encoding and indexing the corpus; exact backend only.
 
     Returns:
         the metrics.json content: ``{"dataset", "retriever", "split", "n_queries", "metrics", "efficiency"}``.
@@ -110,13 +112,20 @@ def evaluate_sparse(cfg: LexrayConfig, out_dir: str | Path, backend: Backend | N
     # the model is loaded (and so checked) before the corpus is encoded
     enc = encoder if encoder is not None else load_encoder(cfg.model)
 
-    # 1. corpus -> shards (Ray Data; resumes / reuses complete shards)
-    manifest = encode_corpus(cfg.model, dataset, out / "shards", cfg.encode, on_error=cfg.data.on_error,
-                             max_docs=cfg.data.max_docs)
-    # 2. shards -> inverted index
-    t0 = time.perf_counter()
-    stats = build_index(out / "shards", out / "index", cfg.index)
-    index_s = time.perf_counter() - t0
+    if index_dir is not None:
+        if backend != "exact":
+            raise ValueError(f"index_dir= searches an exact index; backend {backend!r} needs the shards")
+        index = Path(index_dir)
+        manifest, stats, index_s = {}, json.loads((index / "stats.json").read_text()), 0.0
+    else:
+        index = out / "index"
+        # 1. corpus -> shards (Ray Data; resumes / reuses complete shards)
+        manifest = encode_corpus(cfg.model, dataset, out / "shards", cfg.encode, on_error=cfg.data.on_error,
+                                 max_docs=cfg.data.max_docs)
+        # 2. shards -> inverted index
+        t0 = time.perf_counter()
+        stats = build_index(out / "shards", index, cfg.index)
+        index_s = time.perf_counter() - t0
     # 3. queries -> sparse vectors (in process: queries are few)
     qids = [q for q in qrels if q in queries]
     t0 = time.perf_counter()
@@ -130,9 +139,9 @@ def evaluate_sparse(cfg: LexrayConfig, out_dir: str | Path, backend: Backend | N
         "index_build_seconds": index_s,
     }
     efficiency.update(_encode_efficiency(manifest))
-    efficiency.update(_index_efficiency(stats, out / "index"))
+    efficiency.update(_index_efficiency(stats, index))
     if backend in ("exact", "both"):
-        searcher = ExactSearcher(out / "index")
+        searcher = ExactSearcher(index)
         t0 = time.perf_counter()
         run = searcher.search_run(qids, q_ids, q_ws, k=cfg.eval.top_k)
         efficiency["search_qps"] = len(qids) / max(time.perf_counter() - t0, 1e-9)

@@ -6,8 +6,12 @@ sorted postings are streamed out of DuckDB in record batches (``fetch_record_bat
 files with plain sequential writes (not a writable memory map, whose dirty pages would count towards the
 process's resident memory and grow with the corpus).
 
-Input: ``shards_dir/*.parquet`` with schema ``doc_id: string, term_ids: list<int32>, weights: list<float32>``
-(``manifest.json`` beside them may give ``vocab_size``). Documents are numbered in (shard file name, row) order.
+Input: the shards that :func:`lexray.encode.shards.resolve_shards` (the one shard reader) returns for
+``shards_dir``, schema ``doc_id: string, term_ids: list<int32>, weights: list<float32>``: a folder with a
+``manifest.json`` is verified first (status complete, every listed shard present, content checksums and
+fingerprints equal) and refused otherwise; its ``vocab_size`` is used. Documents are numbered in (shard order,
+row) order; rows that are tombstones of a :class:`~lexray.encode.shards.ShardSet` (``lexray.store``) are left out
+and the rest numbered densely.
 
 Index layout (``index_dir``)::
 
@@ -43,6 +47,7 @@ from pathlib import Path
 import numpy as np
 
 from lexray.config import IndexConfig
+from lexray.encode.shards import ShardSet, ShardStoreError, resolve_shards
 from lexray.index.quantization import quantize
 
 __all__ = ["IndexBuildError", "IndexStats", "build_index", "list_shards", "load_stats", "FORMAT_VERSION"]
@@ -83,17 +88,8 @@ class IndexStats:
 
 
 def list_shards(shards_dir: str | os.PathLike) -> list[Path]:
-    """The ``*.parquet`` shard files of ``shards_dir``, sorted by name (this order numbers the documents).
-
-    Raises FileNotFoundError if the folder is missing or holds no shard.
-    """
-    d = Path(shards_dir)
-    if not d.is_dir():
-        raise FileNotFoundError(f"shards folder not found: {d}")
-    files = sorted(p for p in d.glob("*.parquet") if p.is_file())
-    if not files:
-        raise FileNotFoundError(f"no *.parquet shards in {d}")
-    return files
+    """The shard files of ``shards_dir`` in document order, verified (see :func:`resolve_shards`)."""
+    return resolve_shards(shards_dir).files
 
 
 def load_stats(index_dir: str | os.PathLike) -> dict:
@@ -108,23 +104,6 @@ def _sql_str(s: str) -> str:
 def _write_npy_header(fh, dtype: np.dtype, n: int) -> None:
     np.lib.format.write_array_header_1_0(fh, {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)),
                                               "fortran_order": False, "shape": (n,)})
-
-
-def _vocab_from_manifest(shards_dir: Path) -> int | None:
-    m = shards_dir / "manifest.json"
-    if not m.is_file():
-        return None
-    try:
-        data = json.loads(m.read_text())
-    except json.JSONDecodeError as e:
-        raise IndexBuildError(f"{m}: not valid JSON: {e}") from None
-    for key in ("vocab_size",):
-        if isinstance(data.get(key), int):
-            return data[key]
-        for sub in ("model", "encoder", "settings"):
-            if isinstance(data.get(sub), dict) and isinstance(data[sub].get(key), int):
-                return data[sub][key]
-    return None
 
 
 def _connect(cfg: IndexConfig, tmp_dir: Path):
@@ -150,13 +129,13 @@ def _first_problem(con, sql: str) -> tuple | None:
     return _one(con, sql + " LIMIT 1")
 
 
-def build_index(shards_dir: str | os.PathLike, index_dir: str | os.PathLike, cfg: IndexConfig | None = None,
+def build_index(shards_dir: str | os.PathLike | ShardSet, index_dir: str | os.PathLike, cfg: IndexConfig | None = None,
                 vocab_size: int | None = None, show_progress: bool = True,
                 batch_rows: int = 1 << 20) -> IndexStats:
     """Build the inverted index of ``shards_dir`` into ``index_dir`` (replaced atomically when complete).
 
     Args:
-        shards_dir: folder of Parquet sparse shards (see module docstring).
+        shards_dir: folder of Parquet sparse shards, or a :class:`ShardSet` (see module docstring).
         index_dir: output folder; written to a sibling temporary folder first, then renamed.
         cfg: ``quant_bits`` (1..16), DuckDB ``memory_limit``, ``threads``, ``temp_directory`` (spill; default a
             folder inside the temporary output).
@@ -171,20 +150,27 @@ def build_index(shards_dir: str | os.PathLike, index_dir: str | os.PathLike, cfg
         IndexBuildError: a shard row with a null/empty or duplicate ``doc_id``, ``term_ids`` and ``weights`` of
             different lengths, a negative or out-of-vocabulary term id, a negative or non-finite weight, or the
             same term twice in a document (message: file, row, doc_id, field).
+        ShardStoreError: the folder's manifest is not complete, a listed shard is missing, or a shard's bytes
+            or fingerprint differ from the manifest; an unreadable (e.g. truncated) shard. Names the file.
         FileNotFoundError: no shards.
     """
     cfg = cfg or IndexConfig()
     if not 1 <= cfg.quant_bits <= 16:
         raise ValueError(f"index.quant_bits must be in 1..16, got {cfg.quant_bits}")
     t_start = time.perf_counter()
-    shards_dir = Path(shards_dir)
+    sset = resolve_shards(shards_dir)
     index_dir = Path(index_dir)
-    files = list_shards(shards_dir)
     index_dir.parent.mkdir(parents=True, exist_ok=True)
     work = index_dir.parent / f".{index_dir.name}.tmp-{uuid.uuid4().hex[:8]}"
     work.mkdir()
     try:
-        stats = _build(files, shards_dir, work, cfg, vocab_size, show_progress, batch_rows, t_start)
+        import duckdb
+
+        try:
+            stats = _build(sset, work, cfg, vocab_size, show_progress, batch_rows, t_start)
+        except duckdb.Error:
+            _name_unreadable(sset.files)  # a damaged shard: name it (DuckDB's message may not)
+            raise
         spill = work / "duckdb_tmp"
         if spill.exists():
             shutil.rmtree(spill, ignore_errors=True)
@@ -197,16 +183,32 @@ def build_index(shards_dir: str | os.PathLike, index_dir: str | os.PathLike, cfg
     return stats
 
 
-def _build(files: list[Path], shards_dir: Path, out: Path, cfg: IndexConfig, vocab_size: int | None,
+def _name_unreadable(files: list[Path]) -> None:
+    """Raise ShardStoreError naming the first shard pyarrow cannot read whole (else return)."""
+    import pyarrow.parquet as pq
+
+    for f in files:
+        try:
+            pq.read_table(f)
+        except Exception as e:  # noqa: BLE001 - re-raised with the file name
+            raise ShardStoreError(f"{f}: unreadable shard ({type(e).__name__}: {e})") from None
+
+
+def _build(sset: ShardSet, out: Path, cfg: IndexConfig, vocab_size: int | None,
            show_progress: bool, batch_rows: int, t_start: float) -> IndexStats:
     import pyarrow as pa
     import pyarrow.parquet as pq
     from tqdm.auto import tqdm
 
-    # Document numbering: shard files in name order, rows in file order (offsets from Parquet metadata).
+    files = sset.files
+    # Document numbering: shard files in order, rows in file order (offsets from Parquet metadata).
     offsets, total = [], 0
     for f in files:
-        schema = pq.read_schema(f)
+        try:
+            schema = pq.read_schema(f)
+            num_rows = pq.ParquetFile(f).metadata.num_rows
+        except (pa.ArrowException, OSError) as e:
+            raise ShardStoreError(f"{f}: unreadable shard ({type(e).__name__}: {e})") from None
         for col, typ in (("doc_id", (pa.string(), pa.large_string())),
                          ("term_ids", (pa.list_(pa.int32()), pa.large_list(pa.int32()))),
                          ("weights", (pa.list_(pa.float32()), pa.large_list(pa.float32())))):
@@ -215,18 +217,32 @@ def _build(files: list[Path], shards_dir: Path, out: Path, cfg: IndexConfig, voc
             if schema.field(col).type not in typ:
                 raise IndexBuildError(f"{f}: column '{col}' has type {schema.field(col).type}, expected {typ[0]}")
         offsets.append(total)
-        total += pq.ParquetFile(f).metadata.num_rows
-    n_docs = total
+        total += num_rows
+    n_docs = total - sset.n_dead
     if n_docs >= 2**31:
         raise IndexBuildError(f"{n_docs} documents do not fit int32 doc_idx")
 
     con = _connect(cfg, out / "duckdb_tmp")
-    con.execute("CREATE TEMP TABLE shard_files (filename VARCHAR, file_offset BIGINT)")
-    con.executemany("INSERT INTO shard_files VALUES (?, ?)", [(str(f), o) for f, o in zip(files, offsets, strict=False)])
+    con.execute("CREATE TEMP TABLE shard_files (filename VARCHAR, file_offset BIGINT, file_order INTEGER)")
+    con.executemany("INSERT INTO shard_files VALUES (?, ?, ?)",
+                    [(str(f), o, i) for i, (f, o) in enumerate(zip(files, offsets, strict=True))])
     file_list = "[" + ", ".join(_sql_str(str(f)) for f in files) + "]"
-    src = (f"(SELECT s.file_offset + r.file_row_number AS doc_idx, r.filename, r.file_row_number AS row, "
-           f"r.doc_id, r.term_ids, r.weights FROM read_parquet({file_list}, filename=true, file_row_number=true) r "
-           f"JOIN shard_files s ON r.filename = s.filename)")
+    scan = f"read_parquet({file_list}, filename=true, file_row_number=true)"
+    if sset.dead:
+        # tombstones (lexray.store): dead (file, row) pairs are left out and the live rows numbered densely
+        con.execute("CREATE TEMP TABLE dead (filename VARCHAR, row BIGINT)")
+        con.executemany("INSERT INTO dead VALUES (?, ?)",
+                        [(str(f), int(r)) for f, rows in sset.dead.items() for r in rows])
+        con.execute(f"""CREATE TEMP TABLE docmap AS SELECT r.filename, r.file_row_number AS row,
+                        (row_number() OVER (ORDER BY s.file_order, r.file_row_number) - 1) AS doc_idx
+                        FROM (SELECT filename, file_row_number FROM {scan}) r
+                        JOIN shard_files s ON r.filename = s.filename
+                        ANTI JOIN dead d ON d.filename = r.filename AND d.row = r.file_row_number""")
+        src = (f"(SELECT m.doc_idx, r.filename, r.file_row_number AS row, r.doc_id, r.term_ids, r.weights "
+               f"FROM {scan} r JOIN docmap m ON r.filename = m.filename AND r.file_row_number = m.row)")
+    else:
+        src = (f"(SELECT s.file_offset + r.file_row_number AS doc_idx, r.filename, r.file_row_number AS row, "
+               f"r.doc_id, r.term_ids, r.weights FROM {scan} r JOIN shard_files s ON r.filename = s.filename)")
 
     def fail(row, field_name, problem):
         filename, file_row, doc_id = row[:3]
@@ -234,7 +250,7 @@ def _build(files: list[Path], shards_dir: Path, out: Path, cfg: IndexConfig, voc
 
     # ---- validation: one aggregate scan with list functions; only if it finds a problem, a second scan
     # (LIMIT 1) locates the first offending row for the error message.
-    raw = f"read_parquet({file_list})"
+    raw = src if sset.dead else f"read_parquet({file_list})"
     agg = _one(con, f"""
         SELECT count(*) FILTER (WHERE doc_id IS NULL OR trim(doc_id) = ''),
                count(*) FILTER (WHERE term_ids IS NULL OR weights IS NULL OR len(term_ids) <> len(weights)),
@@ -270,7 +286,7 @@ def _build(files: list[Path], shards_dir: Path, out: Path, cfg: IndexConfig, voc
                                  f"{dup[1]} occurrences)")
     n_all, n_zero = int(n_all or 0), int(n_zero or 0)
     n_postings = n_all - n_zero
-    manifest_v = _vocab_from_manifest(shards_dir)
+    manifest_v = sset.vocab_size
     V = vocab_size or manifest_v or (int(max_term) + 1 if max_term is not None else 0)
     if max_term is not None and max_term >= V:
         bad = _first_problem(con, f"SELECT filename, row, doc_id, t FROM (SELECT filename, row, doc_id, "
@@ -339,7 +355,7 @@ def _build(files: list[Path], shards_dir: Path, out: Path, cfg: IndexConfig, voc
         build_seconds=build_s, postings_per_second=n_postings / build_s if build_s > 0 else math.inf,
         zero_weight_postings_dropped=int(n_zero), n_shards=len(files), empty_docs=int(empty_docs),
         settings={"memory_limit": cfg.memory_limit, "threads": cfg.threads, "temp_directory": cfg.temp_directory,
-                  "shards_dir": str(shards_dir), "vocab_size_source": "argument" if vocab_size else
+                  "shards_dir": sset.source, "tombstones": sset.n_dead, "vocab_size_source": "argument" if vocab_size else
                   ("manifest" if manifest_v else "max_term_id+1")})
     stats.index_bytes = index_bytes + len(json.dumps(stats.to_dict(), indent=2))
     (out / STATS_FILE).write_text(json.dumps(stats.to_dict(), indent=2) + "\n")

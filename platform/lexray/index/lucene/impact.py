@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
+from lexray.encode.shards import iter_shard_batches, resolve_shards
 from lexray.index.lucene.anserini import (
     LuceneIndexStats,
     Run,
@@ -103,72 +104,14 @@ def token_term(token: str) -> int:
 
 
 def _shard_files(shards: str | os.PathLike | Sequence[str | os.PathLike]) -> list[Path]:
-    if isinstance(shards, (str, os.PathLike)):
-        p = Path(shards)
-        if p.is_dir():
-            files = sorted(p.glob("*.parquet"))
-            if not files:
-                raise FileNotFoundError(f"no *.parquet shards in {p}")
-            return files
-        if not p.is_file():
-            raise FileNotFoundError(f"{p} does not exist")
-        return [p]
-    files = [Path(s) for s in shards]
-    for f in files:
-        if not f.is_file():
-            raise FileNotFoundError(f"{f} does not exist")
-    if not files:
-        raise ValueError("no shard files given")
-    return files
-
-
-_SHARD_COLUMNS = ("doc_id", "term_ids", "weights")
+    # the one shard reader (lexray.encode.shards): a folder's manifest is verified, files are used as given
+    return resolve_shards(shards).files
 
 
 def iter_sparse_shards(shards: str | os.PathLike | Sequence[str | os.PathLike], batch_size: int = 4096
                        ) -> Iterator[tuple[Path, int, list[str], list[np.ndarray], list[np.ndarray]]]:
-    """Stream ``(file, first_row, doc_ids, term_ids, weights)`` record batches from Parquet sparse shards.
-
-    Shard schema: ``doc_id string, term_ids list<int32>, weights list<float32>`` (a directory means all its
-    ``*.parquet`` files, sorted by name). ``first_row`` is the 0-based row number of the batch in its file.
-
-    Raises:
-        ValueError: a missing column, a null doc_id or list, or rows whose term_ids and weights differ in
-            length — the message names the file, row and field.
-    """
-    import pyarrow.parquet as pq
-
-    for path in _shard_files(shards):
-        pf = pq.ParquetFile(path)
-        names = pf.schema_arrow.names
-        for col in _SHARD_COLUMNS:
-            if col not in names:
-                raise ValueError(f"{path}: missing column {col!r} (has {names}); expected {_SHARD_COLUMNS}")
-        row0 = 0
-        for batch in pf.iter_batches(batch_size=batch_size, columns=list(_SHARD_COLUMNS)):
-            ids_col = batch.column("doc_id")
-            t_col = batch.column("term_ids")
-            w_col = batch.column("weights")
-            for name, col in (("doc_id", ids_col), ("term_ids", t_col), ("weights", w_col)):
-                if col.null_count:
-                    bad = next(i for i, v in enumerate(col.is_null().to_pylist()) if v)
-                    raise ValueError(f"{path}: row {row0 + bad}: field {name!r} is null")
-            doc_ids = [str(x) for x in ids_col.to_pylist()]
-            t_off = t_col.offsets.to_numpy()
-            w_off = w_col.offsets.to_numpy()
-            lens_t = np.diff(t_off)
-            lens_w = np.diff(w_off)
-            if not np.array_equal(lens_t, lens_w):
-                bad = int(np.flatnonzero(lens_t != lens_w)[0])
-                raise ValueError(f"{path}: row {row0 + bad} (doc_id {doc_ids[bad]!r}): field 'term_ids' has "
-                                 f"{lens_t[bad]} entries but 'weights' has {lens_w[bad]}")
-            t_vals = t_col.values.to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
-            w_vals = w_col.values.to_numpy(zero_copy_only=False)
-            t_base, w_base = t_off[0], w_off[0]
-            terms = [t_vals[t_off[i] - t_base:t_off[i + 1] - t_base] for i in range(len(doc_ids))]
-            weights = [w_vals[w_off[i] - w_base:w_off[i + 1] - w_base] for i in range(len(doc_ids))]
-            yield path, row0, doc_ids, terms, weights
-            row0 += len(doc_ids)
+    """``(file, first_row, doc_ids, term_ids, weights)`` batches: :func:`lexray.encode.shards.iter_shard_batches`."""
+    return iter_shard_batches(shards, batch_size=batch_size)
 
 
 def max_weight(shards: str | os.PathLike | Sequence[str | os.PathLike]) -> float:
