@@ -3,6 +3,7 @@
     python jobs/evaluate.py --model ../shared/models/splade-tiny --dataset ../shared/datasets/scifact --out DIR
     python jobs/evaluate.py --retriever bm25 --dataset ../shared/datasets/scifact --out DIR
     python jobs/evaluate.py --model M --dataset D --out DIR --backend both     # exact and Lucene impact index
+    python jobs/evaluate.py --model M --dataset D --out DIR --backend seismic  # Seismic (approximate) + recall@10
 
 Encodes the corpus with Ray Data (reusing complete shards in DIR/shards), builds the DuckDB inverted index,
 searches exactly (or with Pyserini's impact index), evaluates with pytrec_eval (nDCG@10, MRR@10, R@100,
@@ -18,7 +19,8 @@ from lexray.config import add_config_args, load_config
 from lexray.eval.pipeline import evaluate_bm25, evaluate_sparse
 from lexray.eval.report import markdown_table, write_markdown
 
-EFFICIENCY = ("avg_query_nnz", "index_avg_nnz_per_doc", "index_flops", "encode_docs_per_s", "search_qps")
+EFFICIENCY = ("avg_query_nnz", "index_avg_nnz_per_doc", "index_flops", "encode_docs_per_s", "search_qps",
+              "seismic_search_qps", "seismic_recall@10")
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -28,7 +30,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--split", help="qrels split (data.split), default test")
     ap.add_argument("--out", required=True, help="output folder")
     ap.add_argument("--retriever", choices=["sparse", "bm25"], default="sparse")
-    ap.add_argument("--backend", choices=["exact", "lucene", "both"], help="search backend (eval.backend)")
+    ap.add_argument("--backend", choices=["exact", "lucene", "both", "seismic"],
+                    help="search backend (eval.backend); seismic is approximate and reports recall@10 vs exact")
     add_config_args(ap)
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")

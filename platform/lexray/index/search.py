@@ -36,7 +36,7 @@ from typing import Literal
 
 import numpy as np
 
-__all__ = ["ExactSearcher", "prepare_queries", "topk_dense"]
+__all__ = ["ExactSearcher", "prepare_queries", "run_from_topk", "topk_dense"]
 
 try:  # optional fast path
     import numba as _numba
@@ -315,7 +315,16 @@ class ExactSearcher:
         run: dict[str, dict[str, float]] = {}
         for s in range(0, len(query_ids), batch_size):
             scores, idx = self.search(q_ids[s:s + batch_size], q_weights[s:s + batch_size], k=k)
-            for r, qid in enumerate(query_ids[s:s + batch_size]):
-                valid = idx[r] >= 0
-                run[str(qid)] = dict(zip(doc_ids[idx[r][valid]].tolist(), scores[r][valid].astype(float).tolist(), strict=False))
+            run.update(run_from_topk(query_ids[s:s + batch_size], scores, idx, doc_ids))
         return run
+
+
+def run_from_topk(query_ids: list[str], scores: np.ndarray, idx: np.ndarray, doc_ids: np.ndarray
+                  ) -> dict[str, dict[str, float]]:
+    """Rows of top-k ``(scores (Q, k), doc_idx (Q, k))`` → a run ``{qid: {doc_id: score}}`` (padding dropped)."""
+    run: dict[str, dict[str, float]] = {}
+    for r, qid in enumerate(query_ids):
+        valid = idx[r] >= 0
+        run[str(qid)] = dict(zip(doc_ids[idx[r][valid]].tolist(), scores[r][valid].astype(float).tolist(),
+                                 strict=True))
+    return run
