@@ -16,7 +16,11 @@ model and corpus hashing, corpus validation, actor start and model load, encodin
 Where the time goes is measured with timers inside the encoder actors (``manifest.timings``: tokenize, body,
 head_pool, sparse, write, actor_init) and, for the baseline, around each step of the loop. ``--sweep`` adds
 variants (threads/actors, batch size, unsorted batches, bf16, head chunk size) on fewer documents;
-``--head-experiment`` times a cache-blocked vocabulary head that lexray.models does not (yet) use.
+``--head-experiment`` times lexray's fused vocabulary-blocked head against the unfused head on one thread.
+
+Roofline: FLOPs per real (unpadded) token from the model's shapes, and this machine's float32 matmul peak
+(2048³ matmul on all cores) measured in the same run; ``roofline_fraction`` = docs/s × tokens/doc × FLOPs/token
+÷ peak, end to end, for lexray and for the baseline. Goal: lexray ≥ 0.70 in float32, |Δw| ≤ 1e-5.
 
 The machine is shared: the JSON records the load average before and after each measurement.
 """
@@ -117,17 +121,16 @@ def pipeline(model_dir: Path, dataset: Path, n_docs: int, out_dir: Path, encode_
             "model_overrides": model_kw or {}, "load_avg_before": load_before, "load_avg_after": _load()}
 
 
-def head_experiment(model_dir: Path, texts: list[str], batch_size: int = 32, vocab_block: int = 2048) -> dict:
-    """Not used by lexray: how fast could the vocabulary head + max pooling be (one thread, BERT MLM head)?
+def head_experiment(model_dir: Path, texts: list[str], batch_size: int = 32) -> dict:
+    """One thread: the fused vocabulary-blocked head (lexray's default, :mod:`lexray.models.fused_head`)
+    against the unfused path it replaced (body, then (chunk, L, |V|) logits → mask → max → log1p∘ReLU).
 
-    Compares ``SparseEncoder.forward`` (body, then (chunk, L, |V|) logits → mask → max → log1p∘ReLU) with a
-    cache-blocked variant: per document, only its valid positions (l, H) against vocabulary blocks of
-    ``vocab_block`` rows, reduced by max immediately (the (l, block) tile stays in L2), bias added after the max
-    (exact: rounding is monotone). Same length-sorted batches for both; reports ms/doc and the max |Δw|.
-    """
+    Same length-sorted batches for both; reports ms/doc and the max |Δw|."""
     import torch
 
     from lexray.models import SparseEncoder
+    from lexray.models.backbones import body_and_head
+    from lexray.models.pooling import splade_max_pool
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -135,34 +138,69 @@ def head_experiment(model_dir: Path, texts: list[str], batch_size: int = 32, voc
     order = np.argsort([-len(t) for t in texts], kind="stable")
     batches = [enc.tokenize([texts[i] for i in order[s:s + batch_size]])
                for s in range(0, len(texts), batch_size)]
-    from lexray.models.backbones import body_and_head
+    body, head = body_and_head(enc.backbone, enc.settings.kind)
+    chunk = enc.settings.chunk_size
 
-    body, _ = body_and_head(enc.backbone, enc.settings.kind)
-    pred = enc.backbone.cls.predictions
-    W, bias = pred.decoder.weight, pred.decoder.bias
-
-    def blocked(b):
-        h = pred.transform(body(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).last_hidden_state)
-        out = torch.empty(h.shape[0], W.shape[0])
-        for i in range(h.shape[0]):
-            hi = h[i, b["pool_mask"][i]]
-            for v0 in range(0, W.shape[0], vocab_block):
-                out[i, v0:v0 + vocab_block] = torch.matmul(hi, W[v0:v0 + vocab_block].T).amax(0)
-        return torch.log1p(torch.relu(out + bias))
+    def unfused(b):
+        h = body(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).last_hidden_state
+        return torch.cat([splade_max_pool(head(h[s:s + chunk]), b["pool_mask"][s:s + chunk], inplace=True)
+                          for s in range(0, h.shape[0], chunk)])
 
     res = {}
     with torch.inference_mode():
-        for name, fn in (("forward", lambda b: enc(**b)), ("blocked", blocked),
-                         ("forward_again", lambda b: enc(**b))):
+        for name, fn in (("fused", lambda b: enc(**b)), ("unfused", unfused), ("fused_again", lambda b: enc(**b))):
             t = time.perf_counter()
             outs = [fn(b) for b in batches]
             res[name] = outs
             res[name + "_ms_per_doc"] = (time.perf_counter() - t) / len(texts) * 1e3
-    diff = max(float((a - b).abs().max()) for a, b in zip(res["forward"], res["blocked"], strict=True))
+    diff = max(float((a - b).abs().max()) for a, b in zip(res["fused"], res["unfused"], strict=True))
     torch.set_num_threads(threads)
-    return {"docs": len(texts), "threads": 1, "vocab_block": vocab_block,
-            "forward_ms_per_doc": min(res["forward_ms_per_doc"], res["forward_again_ms_per_doc"]),
-            "blocked_ms_per_doc": res["blocked_ms_per_doc"], "max_abs_diff": diff}
+    return {"docs": len(texts), "threads": 1,
+            "fused_ms_per_doc": min(res["fused_ms_per_doc"], res["fused_again_ms_per_doc"]),
+            "unfused_ms_per_doc": res["unfused_ms_per_doc"], "max_abs_diff": diff}
+
+
+def flops_per_token(model_dir: Path, avg_len: float) -> dict:
+    """Forward FLOPs per real token (2 per multiply-add): every Linear of the body and head (the vocabulary
+    projection included) plus attention scores and values (4·L·H per layer at the mean length L)."""
+    from torch import nn
+
+    from lexray.models import SparseEncoder
+
+    enc = SparseEncoder.from_pretrained(model_dir)
+    emb = enc.backbone.get_input_embeddings().weight
+    linear = sum(m.weight.numel() for m in enc.backbone.modules()
+                 if isinstance(m, nn.Linear) and m.weight is not emb) + \
+        (emb.numel() if enc.backbone.get_output_embeddings().weight is emb else 0)
+    vocab = enc.backbone.get_output_embeddings().weight.numel()
+    cfg = enc.backbone.config
+    attn = 4 * cfg.num_hidden_layers * cfg.hidden_size * avg_len
+    total = 2 * linear + attn
+    return {"flops_per_token": total, "vocab_projection_fraction": 2 * vocab / total, "mean_tokens": avg_len}
+
+
+def matmul_peak(threads: int, n: int = 2048, repeats: int = 5) -> float:
+    """float32 GFLOP/s of an (n × n) @ (n × n) matmul on ``threads`` torch threads (best of ``repeats``)."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    a @ b
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t)
+    torch.set_num_threads(old)
+    return 2 * n ** 3 / best / 1e9
+
+
+def real_tokens(model_dir: Path, texts: list[str], max_length: int) -> int:
+    from lexray.models import SparseEncoder
+
+    tok = SparseEncoder.from_pretrained(model_dir).tokenizer
+    return sum(len(x) for x in tok(texts, truncation=True, max_length=max_length)["input_ids"])
 
 
 def max_abs_diff(out_dir: Path, ids_ref, ws_ref, vocab: int) -> float:
@@ -193,7 +231,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--sweep-docs", type=int, default=400)
     ap.add_argument("--skip-baseline", action="store_true")
     ap.add_argument("--head-experiment", action="store_true",
-                    help="also time a cache-blocked vocabulary head (not used by lexray; see docs/indexing.md)")
+                    help="also time the fused head against the unfused one (one thread)")
     ap.add_argument("--out", default="outputs/benchmarks/encode.json")
     args = ap.parse_args(argv)
 
@@ -210,6 +248,15 @@ def main(argv: list[str] | None = None) -> dict:
     work = Path(tempfile.mkdtemp(prefix="encode_bench_"))
     record: dict = {"benchmark": "encode", "model": str(model_dir), "dataset": str(dataset), "docs": len(docs),
                     "doc_max_length": 256, "batch_size": args.batch_size, "cpus": os.cpu_count()}
+    n_tok = real_tokens(model_dir, texts, 256)
+    roof = flops_per_token(model_dir, n_tok / len(texts))
+    roof["matmul_peak_gflops_before"] = matmul_peak(os.cpu_count() or 1)
+    record["roofline"] = roof
+    flop_per_doc = roof["flops_per_token"] * n_tok / len(texts)
+
+    def fraction(docs_per_s: float) -> float:
+        return docs_per_s * flop_per_doc / (roof["matmul_peak_gflops"] * 1e9)
+
     try:
         if not args.skip_baseline:
             print(f"baseline: plain HF loop on {len(docs)} docs ...", flush=True)
@@ -219,8 +266,8 @@ def main(argv: list[str] | None = None) -> dict:
         if args.head_experiment:
             print("head experiment (one thread, 128 docs) ...", flush=True)
             record["head_experiment"] = head_experiment(model_dir, texts[:128], args.batch_size)
-            print(f"  forward {record['head_experiment']['forward_ms_per_doc']:.1f} ms/doc, blocked "
-                  f"{record['head_experiment']['blocked_ms_per_doc']:.1f} ms/doc", flush=True)
+            print(f"  fused {record['head_experiment']['fused_ms_per_doc']:.1f} ms/doc, unfused "
+                  f"{record['head_experiment']['unfused_ms_per_doc']:.1f} ms/doc", flush=True)
         t = time.perf_counter()
         init_ray(num_cpus=os.cpu_count())
         record["ray_init_s"] = time.perf_counter() - t
@@ -242,6 +289,17 @@ def main(argv: list[str] | None = None) -> dict:
             print(f"  speedup {record['speedup_end_to_end']:.2f}x end to end, "
                   f"{record['speedup_steady']:.2f}x steady; max |Δw| vs baseline "
                   f"{record['max_abs_diff_vs_baseline']:.2e}", flush=True)
+        roof["matmul_peak_gflops_after"] = matmul_peak(os.cpu_count() or 1)
+        roof["matmul_peak_gflops"] = max(roof["matmul_peak_gflops_before"], roof["matmul_peak_gflops_after"])
+        lex["roofline_fraction"] = fraction(lex["docs_per_s"])
+        lex["roofline_fraction_steady"] = fraction(lex["steady_docs_per_s"] or 0.0)
+        if not args.skip_baseline:
+            record["baseline"]["roofline_fraction"] = fraction(record["baseline"]["docs_per_s"])
+        print(f"  roofline: {roof['flops_per_token'] / 1e6:.2f} MFLOP/token, peak "
+              f"{roof['matmul_peak_gflops']:.1f} GFLOP/s; lexray {lex['roofline_fraction']:.1%} end to end "
+              f"({lex['roofline_fraction_steady']:.1%} steady)"
+              + (f", baseline {record['baseline']['roofline_fraction']:.1%}" if not args.skip_baseline else ""),
+              flush=True)
         if args.sweep:
             n = min(args.sweep_docs, len(docs))
             r = max(1, n // 8)

@@ -3,6 +3,7 @@
     python jobs/evaluate.py --model ../shared/models/splade-tiny --dataset ../shared/datasets/scifact --out DIR
     python jobs/evaluate.py --retriever bm25 --dataset ../shared/datasets/scifact --out DIR
     python jobs/evaluate.py --model M --dataset D --out DIR --backend both     # exact and Lucene impact index
+    python jobs/evaluate.py --model M --dataset D --out DIR --backend seismic  # Seismic (approximate) + recall@10
 
 Encodes the corpus with Ray Data (reusing complete shards in DIR/shards), builds the DuckDB inverted index,
 searches exactly (or with Pyserini's impact index), evaluates with pytrec_eval (nDCG@10, MRR@10, R@100,

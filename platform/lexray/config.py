@@ -229,12 +229,25 @@ class IndexConfig(_Section):
     temp_directory: str | None = None
 
 
+class SeismicConfig(_Section):
+    """Seismic (pyseismic-lsr) approximate search, ``eval.backend: seismic`` (see lexray.index.seismic)."""
+
+    n_postings: int = 3500
+    centroid_fraction: float = 0.1
+    summary_energy: float = 0.4
+    query_cut: int = 20
+    heap_factor: float = 0.8
+    threads: int | None = None
+
+
 class EvalConfig(_Section):
-    """Retrieval and evaluation."""
+    """Retrieval and evaluation. ``backend: seismic`` searches with Seismic (approximate) and also exactly, to
+    report its recall@10 against the exact top-10."""
 
     top_k: int = 1000
     query_batch_size: int = 256
-    backend: Literal["exact", "lucene", "both"] = "exact"
+    backend: Literal["exact", "lucene", "both", "seismic"] = "exact"
+    seismic: SeismicConfig = Field(default_factory=SeismicConfig)
     metrics: list[str] = Field(default_factory=lambda: ["nDCG@10", "MRR@10", "R@100", "R@1000"])
 
 

@@ -28,7 +28,8 @@ from lexray.commands.common import (
 )
 from lexray.config import add_config_args, load_config
 
-EFFICIENCY = ("avg_query_nnz", "index_avg_nnz_per_doc", "index_flops", "encode_docs_per_s", "search_qps")
+EFFICIENCY = ("avg_query_nnz", "index_avg_nnz_per_doc", "index_flops", "encode_docs_per_s", "search_qps",
+              "seismic_search_qps", "seismic_recall@10")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -40,7 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--split", help="qrels split (data.split), default test")
     ap.add_argument("--out", required=True, help="output folder")
     ap.add_argument("--retriever", choices=["sparse", "bm25"], default="sparse")
-    ap.add_argument("--backend", choices=["exact", "lucene", "both"], help="search backend (eval.backend)")
+    ap.add_argument("--backend", choices=["exact", "lucene", "both", "seismic"],
+                    help="search backend (eval.backend); seismic is approximate and reports recall@10 vs exact")
     ap.add_argument("--store", help="evaluate the current version of a collection store (jobs/reencode.py); "
                                     "current is resolved once, so a concurrent switch does not change the run")
     ap.add_argument("--baseline", help="output folder of an earlier evaluate run to compare with per query")

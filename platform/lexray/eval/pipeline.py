@@ -26,7 +26,7 @@ from lexray.config import LexrayConfig, save_config
 
 log = logging.getLogger(__name__)
 
-Backend = Literal["exact", "lucene", "both"]
+Backend = Literal["exact", "lucene", "both", "seismic"]
 
 
 def _queries_and_qrels(cfg: LexrayConfig):
@@ -86,8 +86,10 @@ def evaluate_sparse(cfg: LexrayConfig, out_dir: str | Path, backend: Backend | N
     Args:
         cfg: the resolved configuration (model, data, encode, index, eval sections).
         out_dir: output folder (see module docstring).
-        backend: ``"exact"`` (DuckDB-built index, exact top-k), ``"lucene"`` (Pyserini impact index) or
-            ``"both"`` (metrics of both are reported; the exact backend's are the headline).
+        backend: ``"exact"`` (DuckDB-built index, exact top-k), ``"lucene"`` (Pyserini impact index),
+            ``"both"`` (metrics of both are reported; the exact backend's are the headline) or ``"seismic"``
+            (approximate, pyseismic-lsr with ``cfg.eval.seismic``; its metrics are the headline, the exact search
+            runs too and ``efficiency`` gets ``seismic_recall@10`` against the exact top-10).
         encoder: a loaded :class:`~lexray.models.SparseEncoder` to use for the queries (the corpus is encoded
             from ``cfg.model`` by the Ray Data pipeline, so pass a saved checkpoint path in ``cfg.model``).
         index_dir: search this already built index (e.g. a collection store's version, resolved once with
@@ -140,7 +142,7 @@ def evaluate_sparse(cfg: LexrayConfig, out_dir: str | Path, backend: Backend | N
     }
     efficiency.update(_encode_efficiency(manifest))
     efficiency.update(_index_efficiency(stats, index))
-    if backend in ("exact", "both"):
+    if backend in ("exact", "both", "seismic"):
         searcher = ExactSearcher(index)
         t0 = time.perf_counter()
         run = searcher.search_run(qids, q_ids, q_ws, k=cfg.eval.top_k)
@@ -149,6 +151,9 @@ def evaluate_sparse(cfg: LexrayConfig, out_dir: str | Path, backend: Backend | N
         results["exact"] = res["mean"]
         write_per_query(out / f"per_query.{cfg.data.split}.jsonl", res["per_query"])
         write_trec_run(run, out / f"run.{cfg.data.split}.trec", tag=run_tag(retriever_name or "lexray-exact"))
+    if backend == "seismic":
+        results = {"seismic": _seismic(cfg, out, searcher, qids, q_ids, q_ws, qrels, efficiency,
+                                       run_tag(retriever_name or "lexray-seismic")), **results}
     if backend in ("lucene", "both"):
         from lexray.index import lucene
 
@@ -169,7 +174,7 @@ def evaluate_sparse(cfg: LexrayConfig, out_dir: str | Path, backend: Backend | N
         results["lucene"] = res["mean"]
         write_per_query(out / f"per_query.{cfg.data.split}.lucene.jsonl", res["per_query"])
         write_trec_run(run_l, out / f"run.{cfg.data.split}.lucene.trec", tag=run_tag(retriever_name or "lexray-lucene"))
-    headline = results.get("exact") or results["lucene"]
+    headline = results.get("seismic") or results.get("exact") or results["lucene"]
     if len(results) > 1:
         efficiency["backends"] = results
     name = retriever_name or str(cfg.model.name_or_path or "random-init")
@@ -184,6 +189,30 @@ def write_topics(path: Path, queries: dict[str, str]) -> Path:
         for qid, text in queries.items():
             fh.write(f"{qid}\t{' '.join(str(text).split())}\n")
     return path
+
+
+def _seismic(cfg: LexrayConfig, out: Path, exact, qids, q_ids, q_ws, qrels, efficiency: dict, tag: str) -> dict:
+    """Seismic over the same index: build, search, recall@10 against the exact top-10, metrics."""
+    from lexray.eval.metrics import evaluate
+    from lexray.eval.runs import write_trec_run
+    from lexray.index.search import run_from_topk
+    from lexray.index.seismic import SeismicSearcher, recall_at_k
+
+    sc = cfg.eval.seismic
+    t0 = time.perf_counter()
+    sei = SeismicSearcher(exact.index_dir, n_postings=sc.n_postings, centroid_fraction=sc.centroid_fraction,
+                          summary_energy=sc.summary_energy, query_cut=sc.query_cut, heap_factor=sc.heap_factor,
+                          n_threads=sc.threads)
+    efficiency["seismic_index_seconds"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    scores, idx = sei.search(q_ids, q_ws, k=cfg.eval.top_k)
+    efficiency["seismic_search_qps"] = len(qids) / max(time.perf_counter() - t0, 1e-9)
+    _, exact_idx = exact.search(q_ids, q_ws, k=10)
+    efficiency["seismic_recall@10"] = recall_at_k(exact_idx, idx, 10)
+    efficiency["seismic_settings"] = sc.model_dump()
+    run = run_from_topk(qids, scores, idx, exact.doc_ids)
+    write_trec_run(run, out / f"run.{cfg.data.split}.seismic.trec", tag=tag)
+    return evaluate(run, qrels, cfg.eval.metrics)
 
 
 def _encode_efficiency(manifest) -> dict:

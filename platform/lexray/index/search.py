@@ -3,8 +3,19 @@
 Why exact and term-at-a-time: evaluation must measure the *model*, not an approximate search, so the score of
 every document is ``s(q, d) = Σ_t q_t · w_{t,d}`` (SPLADE, Formal et al. 2021, §3; or the quantized
 ``Σ_t q_t · impact_{t,d} · quant_scale`` with ``use_impacts``). Term-at-a-time over a dense float32 accumulator
-of size N touches each posting of each query term exactly once (Σ_t df_t work per query), with no per-document
-bookkeeping; top-k is a partition of the touched documents.
+touches each posting of each query term exactly once (Σ_t df_t work per query), with no per-document
+bookkeeping.
+
+The numba kernel (one query per thread at a time):
+
+* **Document-range blocking.** Documents are scored in ranges of ``block_docs`` (65,536 → a 256 KB accumulator
+  that stays in L2; a 1M-document accumulator is 4 MB and scoring slowed from 1.09 to 1.41 ns per posting). Each
+  query term keeps a cursor into its doc_idx-ascending posting list, so every posting is still read once.
+* **One-pass top-k.** After a range is scored, one scan pushes its non-zero scores into a size-k min-heap and
+  zeroes the accumulator in the same pass. This replaced count → gather → partition over the ~1M touched
+  documents, which was 77-80 % of the query time at 1M documents (20.6 → 1.3 ms per query for k = 10).
+  The classic "top-k via bounded heap" selection; results are identical to the partition (same order, same
+  tie rule) — the tests compare both backends.
 
 Backends: ``"numba"`` (compiled kernel, queries of a batch scored in parallel threads) when numba is importable,
 else ``"numpy"`` (one fancy-indexed ``acc[docs] += q * w`` per query term: doc ids are unique within a posting
@@ -25,7 +36,7 @@ from typing import Literal
 
 import numpy as np
 
-__all__ = ["ExactSearcher", "prepare_queries", "topk_dense"]
+__all__ = ["ExactSearcher", "prepare_queries", "run_from_topk", "topk_dense"]
 
 try:  # optional fast path
     import numba as _numba
@@ -98,64 +109,103 @@ def topk_dense(acc: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
 
 if _HAVE_NUMBA:
 
-    @_numba.njit(cache=True, nogil=True)
-    def _score_one(q_terms, q_w, offsets, pdoc, pw, scale, acc):  # pragma: no cover - compiled
-        for j in range(q_terms.shape[0]):
-            t = q_terms[j]
-            w = q_w[j] * scale
-            for p in range(offsets[t], offsets[t + 1]):
-                acc[pdoc[p]] += w * np.float32(pw[p])
+    @_numba.njit(cache=True, nogil=True, inline="always")
+    def _worse(s_a, d_a, s_b, d_b):  # pragma: no cover - compiled
+        """Heap order: (s_a, d_a) ranks below (s_b, d_b) — lower score, or equal score and higher doc_idx."""
+        return s_a < s_b or (s_a == s_b and d_a > d_b)
 
     @_numba.njit(cache=True, nogil=True)
-    def _topk_one(acc, k, out_s, out_d):  # pragma: no cover - compiled
-        n = acc.shape[0]
-        cnt = 0
-        for i in range(n):
-            if acc[i] != 0:
-                cnt += 1
-        cand = np.empty(cnt, np.int64)
-        c = 0
-        for i in range(n):
-            if acc[i] != 0:
-                cand[c] = i
+    def _sift_down(hs, hd, n, i):  # pragma: no cover - compiled
+        while True:
+            c = 2 * i + 1
+            if c >= n:
+                return
+            if c + 1 < n and _worse(hs[c + 1], hd[c + 1], hs[c], hd[c]):
                 c += 1
-        vals = acc[cand]
-        if cnt > k:
-            kth = np.partition(vals, cnt - k)[cnt - k]
-            sel = np.empty(k, np.int64)
-            m = 0
-            for i in range(cnt):
-                if vals[i] > kth:
-                    sel[m] = i
-                    m += 1
-            for i in range(cnt):  # ties at the k-th score: lowest doc_idx first
-                if m >= k:
-                    break
-                if vals[i] == kth:
-                    sel[m] = i
-                    m += 1
-            cand = cand[sel]
-            vals = vals[sel]
-        # stable sort on -score keeps doc_idx ascending among equal scores (cand is ascending)
-        order = np.argsort(-vals, kind="mergesort")
-        for r in range(order.shape[0]):
-            out_s[r] = vals[order[r]]
-            out_d[r] = cand[order[r]]
-        # reset the accumulator for the next query
+            if _worse(hs[c], hd[c], hs[i], hd[i]):
+                hs[i], hs[c] = hs[c], hs[i]
+                hd[i], hd[c] = hd[c], hd[i]
+                i = c
+            else:
+                return
+
+    @_numba.njit(cache=True, nogil=True)
+    def _heap_scan(acc, n, base, hs, hd, h_n):  # pragma: no cover - compiled
+        """Push the non-zero entries of ``acc[:n]`` (documents ``base + i``) into the size-k min-heap
+        ``(hs, hd)`` holding ``h_n`` items, and zero ``acc`` as it goes (the reset costs no extra pass).
+
+        Documents arrive in ascending doc_idx, so a newcomer that ties the heap's worst score has the higher
+        doc_idx and loses: ties at the k-th place keep the lowest doc_idx, as :func:`topk_dense` does."""
+        k = hs.shape[0]
         for i in range(n):
-            acc[i] = 0
+            v = acc[i]
+            if v != 0:
+                acc[i] = 0
+                if h_n < k:  # filling: sift up
+                    j = h_n
+                    hs[j] = v
+                    hd[j] = base + i
+                    h_n += 1
+                    while j > 0:
+                        par = (j - 1) // 2
+                        if _worse(hs[j], hd[j], hs[par], hd[par]):
+                            hs[j], hs[par] = hs[par], hs[j]
+                            hd[j], hd[par] = hd[par], hd[j]
+                            j = par
+                        else:
+                            break
+                elif v > hs[0]:
+                    hs[0] = v
+                    hd[0] = base + i
+                    _sift_down(hs, hd, h_n, 0)
+        return h_n
+
+    @_numba.njit(cache=True, nogil=True)
+    def _search_one(q_terms, q_w, offsets, pdoc, pw, scale, n_docs, block, acc, cur, hs, hd, out_s, out_d
+                    ):  # pragma: no cover - compiled
+        """One query: term-at-a-time scoring over document ranges of ``block`` documents (the accumulator
+        ``acc`` (block,) stays in L2), each range folded into the top-k heap right after it is scored."""
+        nt = q_terms.shape[0]
+        for j in range(nt):
+            cur[j] = offsets[q_terms[j]]
+        h_n = 0
+        for lo in range(0, n_docs, block):
+            hi = min(lo + block, n_docs)
+            for j in range(nt):
+                t = q_terms[j]
+                w = q_w[j] * scale
+                p = cur[j]
+                end = offsets[t + 1]
+                while p < end and pdoc[p] < hi:  # postings are doc_idx-ascending within a term
+                    acc[pdoc[p] - lo] += w * np.float32(pw[p])
+                    p += 1
+                cur[j] = p
+            h_n = _heap_scan(acc, hi - lo, lo, hs, hd, h_n)
+        # heap sort: popping the worst item to the back leaves (score desc, doc_idx asc)
+        for r in range(h_n - 1, -1, -1):
+            out_s[r] = hs[0]
+            out_d[r] = hd[0]
+            hs[0] = hs[r]
+            hd[0] = hd[r]
+            _sift_down(hs, hd, r, 0)
 
     @_numba.njit(cache=True, parallel=True)
     def _search_batch(indptr, q_terms, q_w, offsets, pdoc, pw, scale, n_docs, k, out_s, out_d,
-                      n_threads):  # pragma: no cover - compiled
+                      n_threads, block):  # pragma: no cover - compiled
         Q = indptr.shape[0] - 1
-        # one accumulator per worker; queries are dealt round-robin to workers
+        max_nt = 0
+        for qi in range(Q):
+            max_nt = max(max_nt, indptr[qi + 1] - indptr[qi])
+        # per worker: one block accumulator, term cursors and heap; queries dealt round-robin to workers
         for tid in _numba.prange(n_threads):
-            acc = np.zeros(n_docs, np.float32)
+            acc = np.zeros(min(block, n_docs), np.float32)
+            cur = np.empty(max_nt, np.int64)
+            hs = np.empty(k, np.float32)
+            hd = np.empty(k, np.int64)
             for qi in range(tid, Q, n_threads):
                 a, b = indptr[qi], indptr[qi + 1]
-                _score_one(q_terms[a:b], q_w[a:b], offsets, pdoc, pw, scale, acc)
-                _topk_one(acc, k, out_s[qi], out_d[qi])
+                _search_one(q_terms[a:b], q_w[a:b], offsets, pdoc, pw, scale, n_docs, block, acc, cur,
+                            hs, hd, out_s[qi], out_d[qi])
 
 
 class ExactSearcher:
@@ -166,13 +216,16 @@ class ExactSearcher:
         use_impacts: score with the quantized impacts (``Σ q · impact · quant_scale``) instead of float weights.
         backend: ``"auto"`` (numba if importable, else numpy), ``"numba"`` or ``"numpy"``.
         n_threads: worker threads for the numba backend (default: numba's thread count).
+        block_docs: documents per range of the numba backend's blocked scoring (default 65,536: a 256 KB float32
+            accumulator that stays in a 1 MB L2 cache); results do not depend on it.
 
     Raises:
         FileNotFoundError: not an index folder. ValueError: unknown backend / numba requested but missing.
     """
 
     def __init__(self, index_dir: str | os.PathLike, use_impacts: bool = False,
-                 backend: Literal["auto", "numba", "numpy"] = "auto", n_threads: int | None = None):
+                 backend: Literal["auto", "numba", "numpy"] = "auto", n_threads: int | None = None,
+                 block_docs: int = 65_536):
         self.index_dir = Path(index_dir)
         stats_path = self.index_dir / "stats.json"
         if not stats_path.is_file():
@@ -194,6 +247,9 @@ class ExactSearcher:
             raise ValueError("backend='numba' but numba is not importable")
         self.backend = backend
         self.n_threads = n_threads or (_numba.get_num_threads() if _HAVE_NUMBA else 1)
+        if block_docs < 1:
+            raise ValueError(f"block_docs must be >= 1, got {block_docs}")
+        self.block_docs = int(block_docs)
         self._doc_ids: np.ndarray | None = None
 
     @property
@@ -235,7 +291,7 @@ class ExactSearcher:
         pval = np.asarray(self.postings_value)
         if self.backend == "numba":
             _search_batch(indptr, terms, weights, self.offsets, pdoc, pval, self.scale, self.n_docs, k,
-                          out_s, out_d, max(1, min(self.n_threads, Q)))
+                          out_s, out_d, max(1, min(self.n_threads, Q)), self.block_docs)
             return out_s, out_d
         acc = np.zeros(self.n_docs, dtype=np.float32)
         for qi in range(Q):
@@ -259,7 +315,16 @@ class ExactSearcher:
         run: dict[str, dict[str, float]] = {}
         for s in range(0, len(query_ids), batch_size):
             scores, idx = self.search(q_ids[s:s + batch_size], q_weights[s:s + batch_size], k=k)
-            for r, qid in enumerate(query_ids[s:s + batch_size]):
-                valid = idx[r] >= 0
-                run[str(qid)] = dict(zip(doc_ids[idx[r][valid]].tolist(), scores[r][valid].astype(float).tolist(), strict=False))
+            run.update(run_from_topk(query_ids[s:s + batch_size], scores, idx, doc_ids))
         return run
+
+
+def run_from_topk(query_ids: list[str], scores: np.ndarray, idx: np.ndarray, doc_ids: np.ndarray
+                  ) -> dict[str, dict[str, float]]:
+    """Rows of top-k ``(scores (Q, k), doc_idx (Q, k))`` → a run ``{qid: {doc_id: score}}`` (padding dropped)."""
+    run: dict[str, dict[str, float]] = {}
+    for r, qid in enumerate(query_ids):
+        valid = idx[r] >= 0
+        run[str(qid)] = dict(zip(doc_ids[idx[r][valid]].tolist(), scores[r][valid].astype(float).tolist(),
+                                 strict=True))
+    return run

@@ -9,7 +9,9 @@ sequences and each chunk is pooled immediately (:func:`~lexray.models.pooling.sp
 step holds at most one (chunk, L, |V|) logits tensor: peak ≈ chunk·L·|V|·bytes(dtype) on top of the body's
 activations — e.g. 16 × 256 × 30,522 × 4 B ≈ 500 MB for a BERT vocabulary in float32, instead of B·L·|V|·4 B.
 Under autograd each chunk is wrapped in activation checkpointing, so training keeps only the (B, |V|) pooled
-outputs and recomputes one chunk's logits during backward.
+outputs and recomputes one chunk's logits during backward. That chunked path is the fallback: BERT MLM heads and
+decoder LM heads take the fused, vocabulary-blocked head of :mod:`lexray.models.fused_head` (no (B, L, |V|)
+tensor at all, for inference and training).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from lexray.models.backbones import (
     resolve_model_dir,
     transformer_layers,
 )
+from lexray.models.fused_head import fused_splade_max_pool, vocab_projection
 from lexray.models.head import rescale_mlm_head
 from lexray.models.pooling import splade_max_pool
 from lexray.models.settings import EncoderSettings
@@ -156,6 +159,9 @@ class SparseEncoder(nn.Module):
         if self._split is not None:
             body, head = self._split
             hidden = body(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+            proj = vocab_projection(self.backbone, self.settings.kind)  # None: unverified head → chunked path
+            if proj is not None:  # fused, vocabulary-blocked head (never builds (B, L, |V|)); see fused_head.py
+                return fused_splade_max_pool(proj, hidden, pool_mask)
             outs = []
             for s in range(0, hidden.shape[0], chunk):
                 h, m = hidden[s:s + chunk], pool_mask[s:s + chunk]

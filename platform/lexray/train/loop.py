@@ -434,7 +434,12 @@ def run_training(cfg: LexrayConfig, name: str | None = None, storage_path: str |
         resources["GPU"] = 1
     # RAY_TRAIN_ENABLE_PRINT_PATCH=0: Ray Train V2 otherwise re-routes print() to a logger and, with Ray's
     # wrapped stdout, tees it too, so every console line of the workers reached the driver twice.
-    env = {"TOKENIZERS_PARALLELISM": "false", "RAY_TRAIN_ENABLE_PRINT_PATCH": "0"}
+    # MALLOC_*: Ray Train V2 runs train_func in a non-main thread; glibc gives it its own arena, whose freed
+    # memory is returned to the kernel and page-faulted back on every step (Ray Train / plain loop 1.4-1.6 in
+    # benchmarks/train_step_bench.py; docs/bugs-and-fixes.md). One arena + no trimming keeps it, as the main
+    # thread's arena does in a plain loop.
+    env = {"TOKENIZERS_PARALLELISM": "false", "RAY_TRAIN_ENABLE_PRINT_PATCH": "0", "MALLOC_ARENA_MAX": "1",
+           "MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(64 << 30)}
     if tc.strategy == "deepspeed" and not tc.use_gpu:
         env["DS_ACCELERATOR"] = "cpu"
     trainer = TorchTrainer(

@@ -1,0 +1,122 @@
+"""Approximate top-k with Seismic (pyseismic-lsr), built from a lexray inverted index folder.
+
+Seismic (Bruch, Nardini, Rulli, Venturini, "Efficient Inverted Indexes for Approximate Retrieval over Learned
+Sparse Representations", SIGIR 2024) keeps, per term, only the ``n_postings`` highest-weight postings, clusters
+each list into blocks with a summary vector, and at query time scans blocks whose summary bound beats
+``heap_factor`` × the current k-th score, using the ``query_cut`` highest-weight query terms. It is approximate:
+lexray uses it as an opt-in backend (``eval.backend: seismic``) and always reports its recall@10 against the exact
+top-10 of :class:`lexray.index.search.ExactSearcher` (same index, same queries).
+
+We use the library as it is (no re-implementation): documents go in through
+``SeismicDataset.add_documents_by_id`` (doc-major CSR with integer component ids, so term id ``t`` is the
+component ``"t"``), and Seismic's document ids are lexray's ``doc_idx`` as strings.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["SeismicSearcher", "recall_at_k"]
+
+
+def recall_at_k(exact_idx: np.ndarray, approx_idx: np.ndarray, k: int = 10) -> float:
+    """Mean over queries of |approx top-k ∩ exact top-k| / |exact top-k| (rows of doc_idx, -1 = padding).
+
+    Queries whose exact top-k is empty are skipped (nothing to recall)."""
+    vals = []
+    for e, a in zip(exact_idx, approx_idx, strict=True):
+        e = set(int(x) for x in e[:k] if x >= 0)
+        if e:
+            vals.append(len(e & set(int(x) for x in a[:k] if x >= 0)) / len(e))
+    return float(np.mean(vals)) if vals else 1.0
+
+
+class SeismicSearcher:
+    """Seismic index over a lexray index folder (``offsets.npy``, ``postings_doc.npy``, ``postings_weight.npy``).
+
+    Args:
+        index_dir: folder written by :func:`lexray.index.build.build_index`.
+        n_postings, centroid_fraction, summary_energy: Seismic build parameters (library defaults).
+        query_cut, heap_factor: Seismic search parameters (larger → slower, higher recall).
+        n_threads: search / build threads (default: all cores).
+
+    Raises:
+        ImportError: pyseismic-lsr is not installed. FileNotFoundError: not an index folder.
+    """
+
+    def __init__(self, index_dir: str | os.PathLike, n_postings: int = 3500, centroid_fraction: float = 0.1,
+                 summary_energy: float = 0.4, query_cut: int = 20, heap_factor: float = 0.8,
+                 n_threads: int | None = None):
+        try:
+            from seismic import SeismicDataset, SeismicIndex
+        except ImportError as e:  # pragma: no cover - dependency is declared
+            raise ImportError("the seismic backend needs pyseismic-lsr (pip install pyseismic-lsr==0.5.4)") from e
+        import scipy.sparse as sp
+
+        self.index_dir = Path(index_dir)
+        stats_path = self.index_dir / "stats.json"
+        if not stats_path.is_file():
+            raise FileNotFoundError(f"{stats_path} not found: not a lexray index folder")
+        stats = json.loads(stats_path.read_text())
+        self.n_docs, self.vocab_size = int(stats["n_docs"]), int(stats["vocab_size"])
+        self.query_cut, self.heap_factor = int(query_cut), float(heap_factor)
+        self.n_threads = int(n_threads or os.cpu_count() or 1)
+        off = np.load(self.index_dir / "offsets.npy")
+        pdoc = np.load(self.index_dir / "postings_doc.npy", mmap_mode="r")
+        pw = np.load(self.index_dir / "postings_weight.npy", mmap_mode="r")
+        # term-major CSR (|V|, N) → doc-major CSR (N, |V|) with ascending term ids per row
+        docs = sp.csr_matrix((np.asarray(pw), np.asarray(pdoc), off), shape=(self.vocab_size, self.n_docs)).T.tocsr()
+        docs.sort_indices()
+        ds = SeismicDataset()
+        ds.add_documents_by_id([str(i) for i in range(self.n_docs)], docs.indices.astype(np.int64),
+                               docs.data.astype(np.float32), docs.indptr.astype(np.int64))
+        del docs
+        self.index = SeismicIndex.build_from_dataset(ds, n_postings=n_postings, centroid_fraction=centroid_fraction,
+                                                     summary_energy=summary_energy, num_threads=self.n_threads)
+        self.build_params = {"n_postings": n_postings, "centroid_fraction": centroid_fraction,
+                             "summary_energy": summary_energy}
+
+    def search(self, q_ids: list[np.ndarray], q_weights: list[np.ndarray], k: int = 10,
+               query_cut: int | None = None, heap_factor: float | None = None
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """Approximate top-``k``: ``(scores (Q, k) float32, doc_idx (Q, k) int64)``, padded with -inf / -1.
+
+        Query terms with weight 0 are dropped; ``query_cut`` / ``heap_factor`` override the constructor's."""
+        from seismic import get_seismic_string
+
+        st = get_seismic_string()
+        Q = len(q_ids)
+        out_s = np.full((Q, k), -np.inf, np.float32)
+        out_d = np.full((Q, k), -1, np.int64)
+        comps, vals = [], []
+        for t, w in zip(q_ids, q_weights, strict=True):
+            w = np.asarray(w, np.float32)
+            keep = w != 0
+            comps.append(np.asarray(np.asarray(t)[keep], dtype=np.int64).astype(str).astype(st))
+            vals.append(w[keep])
+        if Q == 0:
+            return out_s, out_d
+        res = self.index.batch_search(np.array([str(i) for i in range(Q)], dtype=st), comps, vals, k,
+                                      self.query_cut if query_cut is None else int(query_cut),
+                                      self.heap_factor if heap_factor is None else float(heap_factor),
+                                      num_threads=self.n_threads)
+        for i, rows in enumerate(res):
+            for r, (_, score, doc) in enumerate(rows[:k]):
+                out_s[i, r] = score
+                out_d[i, r] = int(doc)
+        return out_s, out_d
+
+    def search_run(self, query_ids: list[str], q_ids: list[np.ndarray], q_weights: list[np.ndarray],
+                   doc_ids: np.ndarray, k: int = 1000) -> dict[str, dict[str, float]]:
+        """Search and return a run ``{qid: {doc_id: score}}``; ``doc_ids[doc_idx]`` maps documents
+        (:attr:`lexray.index.search.ExactSearcher.doc_ids` of the same index)."""
+        from lexray.index.search import run_from_topk
+
+        if len(query_ids) != len(q_ids):
+            raise ValueError(f"{len(query_ids)} query ids but {len(q_ids)} query vectors")
+        scores, idx = self.search(q_ids, q_weights, k=k)
+        return run_from_topk(query_ids, scores, idx, doc_ids)
