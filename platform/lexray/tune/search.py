@@ -73,8 +73,10 @@ def _scheduler(space: SearchSpace, cfg: LexrayConfig):
     if sc.kind == "fifo":
         return FIFOScheduler()
     max_t = sc.max_t or cfg.train.phases[-1].max_steps or 10**6
+    # stop_last_trials=False: a trial that reaches max_t finishes by itself (merged encoder, final report)
     return ASHAScheduler(time_attr="step", metric=space.main.metric, mode=space.main.mode, max_t=max_t,
-                         grace_period=min(sc.grace_period, max_t), reduction_factor=sc.reduction_factor)
+                         grace_period=min(sc.grace_period, max_t), reduction_factor=sc.reduction_factor,
+                         stop_last_trials=False)
 
 
 @dataclass
