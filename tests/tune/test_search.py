@@ -31,7 +31,7 @@ model:
                 num_hidden_layers: 2, num_attention_heads: 2, max_position_embeddings: 64}
   query_max_length: 16
   doc_max_length: 32
-data: {dataset: "shared:datasets/scifact", max_docs: 200}
+data: {dataset: "shared:datasets/scifact", max_docs: 50}
 train:
   num_workers: 1
   cpus_per_worker: 0.9
@@ -41,7 +41,7 @@ train:
   phases:
     - {name: ft, data: hard_negatives, max_steps: 4, global_batch_size: 4, num_negatives: 1, lr: 1.0e-4,
        query_max_length: 12, doc_max_length: 24}
-encode: {batch_size: 64, rows_per_shard: 100}
+encode: {batch_size: 64, rows_per_shard: 25, doc_top_k: 64}
 tune: {dev_queries: 8, dev_depth: 3, eval_every: 2, test_entries: 1}
 """
 

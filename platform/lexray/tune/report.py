@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+
 import yaml
 
 from lexray.config import LexrayConfig

@@ -31,10 +31,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from lexray.config import ConfigError, LexrayConfig, apply_overrides
+from lexray.config import ConfigError, LexrayConfig, apply_overrides, read_yaml
 
 DEV_METRICS = ("dev_nDCG@10", "dev_MRR@10", "dev_R@100", "dev_flops", "dev_q_terms", "dev_d_terms")
 """Metrics every dev evaluation reports (:class:`lexray.tune.dev.DevEvaluator`); objectives pick from these."""
@@ -188,13 +187,9 @@ def load_space(path: str | Path) -> SearchSpace:
     """
     path = Path(path)
     try:
-        data = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise SpaceError(f"{path}: search space not found") from None
-    except yaml.YAMLError as e:
-        raise SpaceError(f"{path}: invalid YAML: {e}") from None
-    if not isinstance(data, dict):
-        raise SpaceError(f"{path}: top level must be a mapping")
+        data = read_yaml(path)  # the recipes' reader: YAML errors, a non-mapping, include:
+    except ConfigError as e:
+        raise SpaceError(str(e).replace("recipe not found", "search space not found")) from None
     try:
         return SearchSpace.model_validate({**data, "path": str(path)})
     except ValidationError as e:
