@@ -63,7 +63,10 @@ def _searcher(space: SearchSpace):
     modes = [o.mode for o in space.objective]
     if s.algorithm == "optuna_tpe":
         return OptunaSearch(metric=metrics[0], mode=modes[0], sampler=TPESampler(seed=s.seed))
-    return OptunaSearch(metric=metrics, mode=modes, sampler=NSGAIISampler(seed=s.seed))
+    # population = half the trials (2..50): a small search still gets a bred second generation, not only the
+    # random first one that NSGA-II's default population of 50 would make of it
+    population = min(50, max(2, s.num_samples // 2))
+    return OptunaSearch(metric=metrics, mode=modes, sampler=NSGAIISampler(population_size=population, seed=s.seed))
 
 
 def _scheduler(space: SearchSpace, cfg: LexrayConfig):
