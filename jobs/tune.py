@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None):
     except (SpaceError, ConfigError) as e:
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
-    from lexray.tune.search import run_search
+    from lexray.tune.search import SearchInterrupted, run_search
 
     out = args.out or default_output_dir() / f"{cfg.name}-{space.name}"
     try:
@@ -72,6 +72,9 @@ def main(argv: list[str] | None = None):
     except SpaceError as e:
         print(f"error: {e}", file=sys.stderr)
         raise SystemExit(2) from None
+    except SearchInterrupted as e:
+        print(str(e), file=sys.stderr)
+        raise SystemExit(130) from None
     print(f"\n{len(result.rows)} trials: " + ", ".join(
         f"{s} {sum(r['status'] == s for r in result.rows)}" for s in ("finished", "stopped", "failed")))
     for r in result.rows:

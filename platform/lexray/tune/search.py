@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,6 +81,10 @@ def _scheduler(space: SearchSpace, cfg: LexrayConfig):
     return ASHAScheduler(time_attr="step", metric=space.main.metric, mode=space.main.mode, max_t=max_t,
                          grace_period=min(sc.grace_period, max_t), reduction_factor=sc.reduction_factor,
                          stop_last_trials=False)
+
+
+class SearchInterrupted(RuntimeError):
+    """Tune stopped before every trial ended (Ctrl-C); the experiment state is saved for a resume."""
 
 
 @dataclass
@@ -141,6 +146,11 @@ def run_search(cfg: LexrayConfig, space: SearchSpace, out: str | Path, experimen
           f"{space.scheduler.kind}), {concurrency} at a time; follow: Ray dashboard, "
           f"tensorboard --logdir {out / 'trials'}", flush=True)
     grid = tuner.fit()
+    unfinished = [t.trial_id for t in grid._experiment_analysis.trials
+                  if t.status not in ("TERMINATED", "ERROR")]
+    if unfinished:  # Ctrl-C (Tune saved the experiment state): no outputs from half a search
+        raise SearchInterrupted(f"search interrupted with {len(unfinished)} unfinished trials "
+                                f"({', '.join(unfinished)}); run the same command again to resume {exp_path}")
     rows = trial_rows(grid, space)
     from lexray.tune.report import write_outputs
 
@@ -161,16 +171,16 @@ def _count(values) -> dict[str, int]:
 
 
 def _reason(err: Any) -> str:
+    """The failure's own message: the last ``SomeError: message`` line of the (remote) traceback Tune keeps."""
     if err is None:
         return ""
-    text = str(err)
-    for marker in ("TrainingCollapsedError", "ConfigError", "TrainingFailedError"):
-        if marker in text:
-            tail = text[text.rindex(marker):]
-            return tail.splitlines()[0][:500] + (" " + " ".join(tail.splitlines()[1:3]) if ":" not in tail[:80]
-                                                 else "")
-    lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    return (lines[-1] if lines else repr(err))[:500]
+    lines = [ln.strip() for ln in str(err).strip().splitlines() if ln.strip()]
+    named = [i for i, ln in enumerate(lines) if re.match(r"^[\w.]*(Error|Exception)\b.*:", ln)]
+    if not named:
+        return (lines[-1] if lines else repr(err))[:500]
+    i = named[-1]
+    text = lines[i] if not lines[i].endswith(":") else " ".join(lines[i:i + 3])  # "invalid configuration:" + key
+    return text[:500]
 
 
 def trial_rows(grid, space: SearchSpace) -> list[dict]:
