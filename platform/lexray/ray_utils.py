@@ -41,7 +41,18 @@ def init_ray(address: str | None = None, num_cpus: int | None = None, **kwargs):
     if address is None and os.environ.get("RAY_ADDRESS"):
         address = os.environ["RAY_ADDRESS"]
     if address is None:
-        ctx = ray.init(address="local", num_cpus=num_cpus, _node_ip_address="127.0.0.1", **kwargs)
+        # Ray gives a new local node 30 s (hard-coded) to register; on a machine shared with other heavy jobs the
+        # raylet can take longer ("The current node timed out during startup"): try again, up to 3 times.
+        for attempt in range(3):
+            try:
+                ctx = ray.init(address="local", num_cpus=num_cpus, _node_ip_address="127.0.0.1", **kwargs)
+                break
+            except Exception as e:  # noqa: BLE001 - Ray raises a bare Exception for this
+                if "timed out during startup" not in str(e) or attempt == 2:
+                    raise
+                log.warning("Ray's local node timed out during startup (busy machine?); retrying (%d/2)",
+                            attempt + 1)
+                ray.shutdown()
     else:
         kwargs.pop("include_dashboard", None)
         ctx = ray.init(address=address, **kwargs)
