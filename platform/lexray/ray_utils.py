@@ -41,16 +41,22 @@ def init_ray(address: str | None = None, num_cpus: int | None = None, **kwargs):
     if address is None and os.environ.get("RAY_ADDRESS"):
         address = os.environ["RAY_ADDRESS"]
     if address is None:
-        # Ray gives a new local node 30 s (hard-coded) to register; on a machine shared with other heavy jobs the
-        # raylet can take longer ("The current node timed out during startup"): try again, up to 3 times.
+        # Starting a local instance fails transiently on a machine shared with other heavy jobs: Ray gives the
+        # raylet 30 s (hard-coded) to register ("The current node timed out during startup"), and the dashboard
+        # may not come up in time. Try again; the last attempt goes without the dashboard (training does not
+        # need it; only the dashboard UI and the State API are then missing).
         for attempt in range(3):
+            if attempt == 2 and kwargs.get("include_dashboard"):
+                kwargs["include_dashboard"] = False
+                log.warning("starting Ray without its dashboard")
             try:
                 ctx = ray.init(address="local", num_cpus=num_cpus, _node_ip_address="127.0.0.1", **kwargs)
                 break
-            except Exception as e:  # noqa: BLE001 - Ray raises a bare Exception for this
-                if "timed out during startup" not in str(e) or attempt == 2:
+            except Exception as e:  # noqa: BLE001 - Ray raises bare Exceptions for these
+                if attempt == 2:
                     raise
-                log.warning("Ray's local node timed out during startup (busy machine?); retrying (%d/2)",
+                log.warning("Ray's local instance failed to start (%s); retrying (%d/2)",
+                            str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__,
                             attempt + 1)
                 ray.shutdown()
     else:
