@@ -146,11 +146,10 @@ def run_search(cfg: LexrayConfig, space: SearchSpace, out: str | Path, experimen
           f"{space.scheduler.kind}), {concurrency} at a time; follow: Ray dashboard, "
           f"tensorboard --logdir {out / 'trials'}", flush=True)
     grid = tuner.fit()
-    unfinished = [t.trial_id for t in grid._experiment_analysis.trials
-                  if t.status not in ("TERMINATED", "ERROR")]
+    unfinished = len(grid) - grid.num_terminated - grid.num_errors
     if unfinished:  # Ctrl-C (Tune saved the experiment state): no outputs from half a search
-        raise SearchInterrupted(f"search interrupted with {len(unfinished)} unfinished trials "
-                                f"({', '.join(unfinished)}); run the same command again to resume {exp_path}")
+        raise SearchInterrupted(f"search interrupted with {unfinished} unfinished trials; run the same command "
+                                f"again to resume {exp_path}")
     rows = trial_rows(grid, space)
     from lexray.tune.report import write_outputs
 
