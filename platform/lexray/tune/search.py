@@ -142,7 +142,8 @@ def run_search(cfg: LexrayConfig, space: SearchSpace, out: str | Path, experimen
             run_config=tune.RunConfig(name=experiment, storage_path=str(storage),
                                       failure_config=tune.FailureConfig(max_failures=0, fail_fast=False),
                                       verbose=1))
-    print(f"[lexray.tune] {space.search.num_samples} trials of {space.name} ({space.search.algorithm}, "
+    n_grid = math.prod(len(d.grid) for d in space.params.values() if d.kind == "grid")
+    print(f"[lexray.tune] {space.search.num_samples * n_grid} trials of {space.name} ({space.search.algorithm}, "
           f"{space.scheduler.kind}), {concurrency} at a time; follow: Ray dashboard, "
           f"tensorboard --logdir {out / 'trials'}", flush=True)
     grid = tuner.fit()
