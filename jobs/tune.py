@@ -27,8 +27,10 @@ from lexray.tune.space import SpaceError, load_space  # noqa: E402
 DEFAULT_SPACE = REPO_ROOT / "tune_spaces" / "flops.yaml"
 
 # The embedded default: the real splade-tiny fine-tuned on SciFact train queries (minus the dev split) with BM25
-# hard negatives, trials short enough that >= 8 of them, the dev evaluations and the test evaluation of the chosen
-# entries fit in about 30 minutes on 2 CPU cores (docs/tuning.md has the measured time).
+# hard negatives. Sized for >= 8 trials plus their dev evaluations and the test evaluation of 2 chosen entries in
+# about 30 minutes on 2 quiet CPU cores: 30 steps of 8 queries (1 BM25 negative + in-batch, 32/128 tokens), dev
+# evaluation at steps 15 and 30 on 60 dev queries x (top-5 BM25 + positives), ASHA halving at step 15. Not yet
+# timed on a quiet machine (docs/tuning.md, "Measured").
 DEFAULT_RECIPE = {
     "name": "tune-splade-tiny-scifact",
     "model": {"name_or_path": "shared:models/splade-tiny", "query_max_length": 64, "doc_max_length": 256},
