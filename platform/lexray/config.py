@@ -118,9 +118,9 @@ class DataConfig(_Section):
 
 class LoraConfig(_Section):
     enabled: bool = False
-    r: int = 32
-    alpha: int = 64
-    dropout: float = 0.05
+    r: int = Field(32, ge=1)
+    alpha: int = Field(64, ge=1)
+    dropout: float = Field(0.05, ge=0, lt=1)
     target_modules: list[str] = Field(
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
 
@@ -128,9 +128,9 @@ class LoraConfig(_Section):
 class FlopsConfig(_Section):
     """FLOPS regularizer (Paria et al. 2020) weights and warmup (LACONIC §2.2)."""
 
-    lambda_q: float = 1e-3
-    lambda_d: float = 1e-3
-    warmup_steps: int = 0
+    lambda_q: float = Field(1e-3, ge=0, description="λ_Q; negative would reward dense queries")
+    lambda_d: float = Field(1e-3, ge=0, description="λ_D; negative would reward dense documents")
+    warmup_steps: int = Field(0, ge=0)
     schedule: Literal["quadratic", "exponential", "linear", "constant"] = "quadratic"
     kind: Literal["flops", "l1"] = "flops"
     unbiased: bool = Field(False, description="FLOPS U-statistic without the Var/n bias (lexray.losses.flops)")
@@ -144,18 +144,18 @@ class PhaseConfig(_Section):
     data_path: str | None = None
     corpus: str | None = Field(None, description="BEIR folder resolving hard-negative doc ids (default data.dataset)")
     loss: Literal["infonce", "margin_mse"] = "infonce"
-    epochs: float = 1.0
-    max_steps: int | None = None
-    global_batch_size: int = 32
-    grad_accum: int = 1
-    num_negatives: int = 15
+    epochs: float = Field(1.0, gt=0)
+    max_steps: int | None = Field(None, ge=1)
+    global_batch_size: int = Field(32, ge=1)
+    grad_accum: int = Field(1, ge=1)
+    num_negatives: int = Field(15, ge=0)
     in_batch_negatives: bool = True
     query_max_length: int | None = None
     doc_max_length: int | None = None
-    lr: float = 2e-5
-    weight_decay: float = 0.01
-    warmup_ratio: float = 0.05
-    temperature: float = 1.0
+    lr: float = Field(2e-5, gt=0)
+    weight_decay: float = Field(0.01, ge=0)
+    warmup_ratio: float = Field(0.05, ge=0, le=1)
+    temperature: float = Field(1.0, gt=0)
     flops: FlopsConfig = Field(default_factory=FlopsConfig)
     lora: LoraConfig = Field(default_factory=LoraConfig)
     max_train_examples: int | None = None
@@ -294,6 +294,8 @@ class VTConfig(_Section):
                            description="APC applied after adaptation and saved with the migrated model")
     adapt: VTAdaptConfig = Field(default_factory=VTAdaptConfig)
     seed: int = 0
+
+
 class StoreConfig(_Section):
     """Versioned collection store and scheduled re-encoding (``lexray.store``, jobs/reencode.py)."""
 
@@ -302,6 +304,26 @@ class StoreConfig(_Section):
     validate_queries: int = Field(20, ge=0, description="queries (of data.split, first N in file order) whose "
                                   "top-k on the new version must equal an exact scoring of the live shards")
     validate_k: int = Field(100, ge=1, description="k of that check")
+
+
+class TuneConfig(_Section):
+    """A hyper-parameter search's data and cadence (``jobs/tune.py``, :mod:`lexray.tune`, docs/tuning.md). What
+    is searched, the objective and the scheduler live in the search space file (``tune_spaces/*.yaml``)."""
+
+    dev_queries: int = Field(100, ge=1, description="queries of data.train_split carved off as the dev split "
+                             "(lexray.data.splits): never trained on, never mined")
+    dev_seed: int = Field(0, description="seed of the dev split rule")
+    dev_depth: int = Field(10, ge=1, description="BM25 candidates per dev query; with the dev positives they form "
+                           "the dev corpus each trial ranks")
+    eval_every: int = Field(10, ge=1, description="optimizer steps between dev evaluations of a trial; each is "
+                            "one Tune result (ASHA's time unit is the step)")
+    eval_batch_size: int = Field(32, ge=1, description="texts per forward pass in the dev evaluation")
+    flops_budgets: list[float] | None = Field(None, description="FLOPS budgets of the catalogue (one recipe "
+                                              "each: the best dev nDCG@10 within it); None = one per Pareto point")
+    test_entries: int = Field(2, ge=0, description="catalogue entries (best dev nDCG@10 first) evaluated once on "
+                              "data.split at the end")
+    cpus_per_trial: float | None = Field(None, gt=0, description="CPUs one trial holds; None = train.num_workers "
+                                         "× train.cpus_per_worker")
 
 
 class LexrayConfig(_Section):
@@ -318,6 +340,7 @@ class LexrayConfig(_Section):
     eval: EvalConfig = Field(default_factory=EvalConfig)
     vt: VTConfig = Field(default_factory=VTConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
+    tune: TuneConfig = Field(default_factory=TuneConfig)
 
 
 def _deep_merge(base: dict, over: dict) -> dict:
@@ -415,16 +438,25 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         cfg = LexrayConfig.model_validate(data)
     except ValidationError as e:
         raise ConfigError(_format_errors(e, source)) from None
-    pairs = parse_overrides(overrides)
-    if pairs:
-        dumped = cfg.model_dump(mode="json")
-        for key, value in pairs:
-            _set_dotted(dumped, key, value, f"--set {key}")
-        try:
-            cfg = LexrayConfig.model_validate(dumped)
-        except ValidationError as e:
-            raise ConfigError(_format_errors(e, "--set overrides")) from None
-    return cfg
+    return apply_overrides(cfg, parse_overrides(overrides))
+
+
+def apply_overrides(cfg: LexrayConfig, pairs: list[tuple[str, Any]], source: str = "--set overrides"
+                    ) -> LexrayConfig:
+    """``cfg`` with dotted keys set to values (``[("train.phases.0.lr", 1e-4)]``), validated again.
+
+    Raises:
+        ConfigError: unknown key, a key through a non-section, or an invalid value; names ``source`` and the key.
+    """
+    if not pairs:
+        return cfg
+    dumped = cfg.model_dump(mode="json")
+    for key, value in pairs:
+        _set_dotted(dumped, key, value, f"{source}: {key}" if source != "--set overrides" else f"--set {key}")
+    try:
+        return LexrayConfig.model_validate(dumped)
+    except ValidationError as e:
+        raise ConfigError(_format_errors(e, source)) from None
 
 
 def save_config(cfg: BaseModel, out_dir: str | Path, name: str = "config.resolved.yaml") -> Path:

@@ -41,8 +41,46 @@ def init_ray(address: str | None = None, num_cpus: int | None = None, **kwargs):
     if address is None and os.environ.get("RAY_ADDRESS"):
         address = os.environ["RAY_ADDRESS"]
     if address is None:
-        ctx = ray.init(address="local", num_cpus=num_cpus, _node_ip_address="127.0.0.1", **kwargs)
+        # Starting a local instance fails transiently on a machine shared with other heavy jobs: Ray gives the
+        # raylet 30 s (hard-coded) to register ("The current node timed out during startup"), and the dashboard
+        # may not come up in time. Try again; the last attempt goes without the dashboard (training does not
+        # need it; only the dashboard UI and the State API are then missing).
+        for attempt in range(3):
+            if attempt == 2 and kwargs.get("include_dashboard"):
+                kwargs["include_dashboard"] = False
+                log.warning("starting Ray without its dashboard")
+            before = _child_pids()
+            try:
+                ctx = ray.init(address="local", num_cpus=num_cpus, _node_ip_address="127.0.0.1", **kwargs)
+                break
+            except Exception as e:  # noqa: BLE001 - Ray raises bare Exceptions for these
+                ray.shutdown()
+                _kill_new_children(before)  # a failed start leaves its GCS, dashboard, monitors running
+                if attempt == 2:
+                    raise
+                log.warning("Ray's local instance failed to start (%s); retrying (%d/2)",
+                            str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__,
+                            attempt + 1)
     else:
         kwargs.pop("include_dashboard", None)
         ctx = ray.init(address=address, **kwargs)
     return ctx
+
+
+def _child_pids() -> set[int]:
+    import psutil
+
+    return {p.pid for p in psutil.Process().children(recursive=True)}
+
+
+def _kill_new_children(before: set[int]) -> None:
+    """Kill the processes this process started since ``before`` (what a failed ``ray.init`` left behind)."""
+    import psutil
+
+    for p in psutil.Process().children(recursive=True):
+        if p.pid not in before:
+            try:
+                p.kill()
+                p.wait(timeout=5)  # reap it: no zombie left behind
+            except (psutil.NoSuchProcess, psutil.TimeoutExpired):
+                pass

@@ -17,6 +17,7 @@ Output folder (``cfg.out_dir``, default ``outputs/<cfg.name>``)::
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from pathlib import Path
 
 from lexray.config import LexrayConfig, save_config
@@ -30,12 +31,14 @@ def output_dir(cfg: LexrayConfig) -> Path:
     return Path(cfg.out_dir).resolve() if cfg.out_dir else (default_output_dir() / cfg.name).resolve()
 
 
-def prepare_hard_negatives(cfg: LexrayConfig, out: Path) -> LexrayConfig:
+def prepare_hard_negatives(cfg: LexrayConfig, out: Path, exclude_query_ids: Collection[str] | None = None,
+                           tag: str = "") -> LexrayConfig:
     """Mine BM25 hard negatives for every ``hard_negatives`` phase that has no ``data_path``.
 
     Negatives come from ``cfg.data.dataset``'s ``cfg.data.train_split`` queries, BM25 (Anserini defaults) over
     the same corpus, ``num_negatives`` per query (see :mod:`lexray.data.mining` for the rank window). The file
     is reused when it already exists. Returns a config whose phases point at the mined file.
+    ``exclude_query_ids`` (a dev split) are neither mined nor trained on; ``tag`` names such a file apart.
     """
     needs = [i for i, p in enumerate(cfg.train.phases) if p.data == "hard_negatives" and p.data_path is None]
     if not needs:
@@ -46,13 +49,14 @@ def prepare_hard_negatives(cfg: LexrayConfig, out: Path) -> LexrayConfig:
 
     dataset = resolve_dataset_dir(cfg.data.dataset)
     n_neg = max(cfg.train.phases[i].num_negatives for i in needs)
-    path = out / "hardneg" / f"{dataset.name}.{cfg.data.train_split}.bm25.n{n_neg}.jsonl"
+    path = out / "hardneg" / f"{dataset.name}.{cfg.data.train_split}{tag}.bm25.n{n_neg}.jsonl"
     if not path.is_file():
         index_dir = out / "bm25-index"
         if not (index_dir / "segments_1").exists() and not list(index_dir.glob("segments_*")):
             build_bm25_index(iter_id_text(dataset, on_error=cfg.data.on_error), index_dir, overwrite=True)
         groups, report = mine_bm25_negatives(dataset, index_dir, split=cfg.data.train_split,
-                                             num_negatives=n_neg, seed=cfg.seed)
+                                             num_negatives=n_neg, seed=cfg.seed,
+                                             exclude_query_ids=exclude_query_ids)
         n = write_groups_jsonl(groups, path)
         print(f"mined BM25 hard negatives: {n} groups -> {path}\n{report.summary()}")
     phases = [p.model_copy(update={"data_path": str(path)}) if i in needs else p

@@ -154,10 +154,10 @@ def test_resume_from_a_moved_run_folder(ray_session, tmp_path):
 
 
 def test_uri_storage_is_kept_and_the_run_folder_stays_local(tmp_path):
-    from lexray.train.loop import storage_and_run_dir
+    from lexray.train.loop import training_run_dir
 
     cfg = make_cfg().model_copy(update={"out_dir": str(tmp_path)})
-    storage, run_dir = storage_and_run_dir(cfg, "r", "s3://bucket/runs")
+    _, storage, run_dir = training_run_dir(cfg, "r", "s3://bucket/runs")
     assert storage == "s3://bucket/runs" and run_dir == (tmp_path / "train" / "r" / "lexray").resolve()
-    storage, run_dir = storage_and_run_dir(cfg, "r", tmp_path / "st")
+    _, storage, run_dir = training_run_dir(cfg, "r", tmp_path / "st")
     assert storage == str(tmp_path / "st") and run_dir == tmp_path / "st" / "r" / "lexray"

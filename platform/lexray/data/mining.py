@@ -184,13 +184,21 @@ def mine_hard_negatives(queries: Mapping[str, str], qrels: Mapping[str, Mapping[
 def mine_bm25_negatives(dataset_dir: str | os.PathLike, index_dir: str | os.PathLike, *, split: str = "train",
                         num_negatives: int = 15, skip_top: int = 3, depth: int = 100, strategy: str = "sample",
                         seed: int = 42, k1: float = 0.9, b: float = 0.4, threads: int = 2,
-                        show_progress: bool = True) -> tuple[list[HardNegativeGroup], MiningReport]:
-    """BM25 negatives for a BEIR split, from a Lucene index built by ``lexray.index.lucene.build_bm25_index``."""
+                        show_progress: bool = True, exclude_query_ids: Iterable[str] | None = None
+                        ) -> tuple[list[HardNegativeGroup], MiningReport]:
+    """BM25 negatives for a BEIR split, from a Lucene index built by ``lexray.index.lucene.build_bm25_index``.
+
+    ``exclude_query_ids``: queries never searched nor written (a dev split carved from this split,
+    :mod:`lexray.data.splits`); they are not counted in the report's ``queries``.
+    """
     from lexray.data.beir import load_qrels, load_queries
     from lexray.index.lucene import bm25_search_fn
 
     qrels = load_qrels(dataset_dir, split)
     queries = load_queries(dataset_dir, split)
+    if exclude_query_ids is not None:
+        excluded = set(exclude_query_ids)
+        queries = {q: t for q, t in queries.items() if q not in excluded}
     search_fn = bm25_search_fn(index_dir, k1=k1, b=b, threads=threads, show_progress=False)
     return mine_hard_negatives(queries, qrels, search_fn, num_negatives=num_negatives, skip_top=skip_top,
                                depth=depth, strategy=strategy, seed=seed, show_progress=show_progress)

@@ -129,6 +129,14 @@ def _first_problem(con, sql: str) -> tuple | None:
     return _one(con, sql + " LIMIT 1")
 
 
+def flops_from_df(df: np.ndarray, n_docs: int) -> float:
+    """FLOPS of a collection from its document frequencies: ``Σ_t (df_t / N)²`` (Paria et al. 2020, §3; the
+    SPLADE papers' definition), the expected number of multiplications per query–document pair when queries
+    follow the documents' activation statistics. ``df``: (|V|,) integer counts; ``n_docs``: N (0 gives 0.0)."""
+    p = np.asarray(df, dtype=np.float64) / max(int(n_docs), 1)
+    return float(np.sum(p * p))
+
+
 def build_index(shards_dir: str | os.PathLike | ShardSet, index_dir: str | os.PathLike, cfg: IndexConfig | None = None,
                 vocab_size: int | None = None, show_progress: bool = True,
                 batch_rows: int = 1 << 20) -> IndexStats:
@@ -344,8 +352,7 @@ def _build(sset: ShardSet, out: Path, cfg: IndexConfig, vocab_size: int | None,
     np.cumsum(df, out=offs[1:])
     np.save(out / "offsets.npy", offs)
 
-    p = df.astype(np.float64) / max(n_docs, 1)
-    flops = float(np.sum(p * p))
+    flops = flops_from_df(df, n_docs)
     build_s = time.perf_counter() - t_start
     index_bytes = sum(f.stat().st_size for f in out.iterdir() if f.is_file())
     stats = IndexStats(

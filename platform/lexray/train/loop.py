@@ -222,8 +222,17 @@ def _device() -> torch.device:
 
 
 def run_phases(cfg: LexrayConfig, run_dir: Path, reporter, fault_injection: dict | None = None,
-               device: torch.device | None = None) -> TrainerState:
-    """All phases from the latest checkpoint (if any); the body of :func:`train_func`. Returns the final state."""
+               device: torch.device | None = None, evaluator=None) -> TrainerState:
+    """All phases from the latest checkpoint (if any); the body of :func:`train_func`. Returns the final state.
+
+    ``evaluator``: optional callable ``(encoder, step) -> dict[str, float]`` with an attribute ``every``
+    (steps). During the *last* phase it runs on rank 0 every ``every`` steps and at the phase's last step, and
+    its metrics join that step's report (a hyper-parameter search's intermediate dev results,
+    :mod:`lexray.tune`). It sees the full, unsharded encoder, so it needs the ``ddp`` strategy.
+    """
+    if evaluator is not None and cfg.train.strategy != "ddp" and cfg.train.num_workers > 1:
+        raise ValueError(f"a dev evaluator needs train.strategy=ddp (rank 0 holds the full model), "
+                         f"got {cfg.train.strategy!r} with {cfg.train.num_workers} workers")
     device = device or _device()
     r = rank()
     state = TrainerState()
@@ -240,7 +249,7 @@ def run_phases(cfg: LexrayConfig, run_dir: Path, reporter, fault_injection: dict
     sink = MetricsSink(run_dir, enabled=r == 0, tensorboard=cfg.train.tensorboard)
     try:
         while state.phase < len(cfg.train.phases) and not state.done:
-            state = _run_phase(cfg, state, run_dir, reporter, sink, device, fault_injection)
+            state = _run_phase(cfg, state, run_dir, reporter, sink, device, fault_injection, evaluator)
             if state.done:  # collapsed
                 return state
         state.done = True
@@ -258,8 +267,9 @@ def run_phases(cfg: LexrayConfig, run_dir: Path, reporter, fault_injection: dict
 
 
 def _run_phase(cfg: LexrayConfig, state: TrainerState, run_dir: Path, reporter, sink: MetricsSink,
-               device: torch.device, fault_injection: dict | None) -> TrainerState:
+               device: torch.device, fault_injection: dict | None, evaluator=None) -> TrainerState:
     p = state.phase
+    ev = evaluator if p == len(cfg.train.phases) - 1 else None
     phase = cfg.train.phases[p]
     tc = cfg.train
     r, W = rank(), world_size()
@@ -308,7 +318,8 @@ def _run_phase(cfg: LexrayConfig, state: TrainerState, run_dir: Path, reporter, 
                 marker.write_text("injected")
                 raise RuntimeError(f"injected failure after step {done_steps} (fault_injection, tests only)")
         elapsed = time.perf_counter() - t0
-        log_now = done_steps % tc.log_every == 0 or done_steps == total
+        eval_now = ev is not None and (done_steps % ev.every == 0 or done_steps == total)
+        log_now = done_steps % tc.log_every == 0 or done_steps == total or eval_now
         ckpt_now = done_steps % tc.checkpoint_every == 0 and done_steps < total
         if not (log_now or ckpt_now):
             continue
@@ -319,6 +330,10 @@ def _run_phase(cfg: LexrayConfig, state: TrainerState, run_dir: Path, reporter, 
              "d_active_frac": out["d_stats"]["fraction"], "lr": strategy.lr(), "grad_norm": out["grad_norm"],
              "examples_per_s": phase.global_batch_size / max(elapsed, 1e-9), "step_time_s": elapsed,
              "wall_time": time.time(), "resumed_from_step": float(start)}
+        if eval_now:
+            if r == 0:
+                m.update(ev(encoder, done_steps))
+            barrier()
         collapse = guard.update(m["d_active"], done_steps) if log_now else None
         if collapse:
             m["collapsed"] = 1.0
@@ -356,11 +371,12 @@ def _run_phase(cfg: LexrayConfig, state: TrainerState, run_dir: Path, reporter, 
 
 def train_func(config: dict) -> None:
     """Ray Train worker entry point. ``config``: ``{"cfg": LexrayConfig as JSON dict, "run_dir": str,
-    "fault_injection": {"step", "marker", "phase"} | None}``."""
+    "fault_injection": {"step", "marker", "phase"} | None, "evaluator": see run_phases | None}``."""
     cfg = LexrayConfig.model_validate(config["cfg"])
     _quiet_ray_train_reports()
     torch.manual_seed(cfg.train.seed)
-    run_phases(cfg, Path(config["run_dir"]), _RayReporter(), config.get("fault_injection"))
+    run_phases(cfg, Path(config["run_dir"]), _RayReporter(), config.get("fault_injection"),
+               evaluator=config.get("evaluator"))
 
 
 def _quiet_ray_train_reports() -> None:
@@ -394,6 +410,99 @@ class TrainResult:
     ray_result: Any = field(repr=False, default=None)
 
 
+def training_run_dir(cfg: LexrayConfig, name: str | None = None,
+                     storage_path: str | os.PathLike | None = None) -> tuple[str, str, Path]:
+    """``(name, storage, run_dir)`` of a run: Ray's storage path and lexray's local run folder.
+
+    ``storage_path`` defaults to ``cfg.train.storage_path``, else ``<cfg.out_dir or outputs>/train``. A URI
+    (``scheme://…``: ``s3://``, ``gs://``) is kept as given and the run folder (metrics.jsonl, TensorBoard, phase
+    models) goes under ``<cfg.out_dir or outputs>/train/<name>/lexray`` on this machine; a local path is made
+    absolute and the run folder is ``<storage>/<name>/lexray``.
+    """
+    from lexray.paths import default_output_dir
+
+    name = name or cfg.name
+    storage_path = storage_path or cfg.train.storage_path
+    local_root = Path(cfg.out_dir or default_output_dir()) / "train"
+    if storage_path is not None and "://" in str(storage_path):
+        return name, str(storage_path), (local_root / name / "lexray").resolve()
+    storage = Path(storage_path or local_root).resolve()
+    return name, str(storage), storage / name / "lexray"
+
+
+def build_trainer(cfg: LexrayConfig, name: str | None = None, storage_path: str | os.PathLike | None = None,
+                  fault_injection: dict | None = None, evaluator=None, callbacks: list | None = None):
+    """The Ray Train ``TorchTrainer`` of a run, built but not fitted (what :func:`run_training` fits; a Tune
+    trial fits it inside its function trainable, :mod:`lexray.tune.trainable`).
+
+    Args:
+        cfg, name, storage_path, fault_injection: as :func:`run_training`; ``run_dir`` (metrics.jsonl,
+            TensorBoard, merged encoders) is ``<storage_path>/<name>/lexray`` (:func:`training_run_dir`), created
+            here with the resolved config in it.
+        evaluator: dev evaluation inside the loop (see :func:`run_phases`); pickled into the workers.
+        callbacks: Ray Train ``UserCallback``s (e.g. one relaying dev results to Ray Tune).
+
+    Returns:
+        ``ray.train.torch.TorchTrainer``. Does not start Ray.
+    """
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchTrainer
+
+    from lexray.config import save_config
+
+    tc = cfg.train
+    name, storage, run_dir = training_run_dir(cfg, name, storage_path)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    save_config(cfg, run_dir)
+    resources = {"CPU": tc.cpus_per_worker}
+    if tc.use_gpu:
+        resources["GPU"] = 1
+    # RAY_TRAIN_ENABLE_PRINT_PATCH=0: Ray Train V2 otherwise re-routes print() to a logger and, with Ray's
+    # wrapped stdout, tees it too, so every console line of the workers reached the driver twice.
+    # MALLOC_*: Ray Train V2 runs train_func in a non-main thread; glibc gives it its own arena, whose freed
+    # memory is returned to the kernel and page-faulted back on every step (Ray Train / plain loop 1.4-1.6 in
+    # benchmarks/train_step_bench.py; docs/bugs-and-fixes.md). One arena + no trimming keeps it, as the main
+    # thread's arena does in a plain loop.
+    env = {"TOKENIZERS_PARALLELISM": "false", "RAY_TRAIN_ENABLE_PRINT_PATCH": "0", "MALLOC_ARENA_MAX": "1",
+           "MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(64 << 30)}
+    if tc.strategy == "deepspeed" and not tc.use_gpu:
+        env["DS_ACCELERATOR"] = "cpu"
+    return TorchTrainer(
+        train_func,
+        train_loop_config={"cfg": cfg.model_dump(mode="json"), "run_dir": str(run_dir),
+                           "fault_injection": fault_injection, "evaluator": evaluator},
+        scaling_config=ScalingConfig(num_workers=tc.num_workers, use_gpu=tc.use_gpu, resources_per_worker=resources),
+        run_config=RunConfig(name=name, storage_path=storage,
+                             failure_config=FailureConfig(max_failures=tc.max_failures),
+                             checkpoint_config=CheckpointConfig(num_to_keep=tc.num_checkpoints_to_keep),
+                             worker_runtime_env={"env_vars": env}, callbacks=callbacks or None))
+
+
+def train_result(result, run_dir: Path) -> TrainResult:
+    """A :class:`TrainResult` from a fitted trainer's Ray ``Result``.
+
+    Raises:
+        TrainingCollapsedError: the last report says the collapse guard stopped the run.
+    """
+    metrics = dict(result.metrics or {})
+    if metrics.get("collapsed"):
+        raise TrainingCollapsedError(metrics.get("collapse_message", "training collapsed"))
+    phase_dirs: list[Path] = []
+    model_dir = None
+    if result.checkpoint is not None:
+        with result.checkpoint.as_directory() as d:
+            st = TrainerState.load(Path(d))
+            phase_dirs = [Path(x) for x in st.phase_dirs]
+            # the trained encoder travels in the final checkpoint (lexray.train.checkpoint): read it in place on
+            # local storage, else copy it to the run folder
+            if _is_local(result.checkpoint):
+                model_dir = Path(d) / "model" if (Path(d) / "model").is_dir() else None
+            else:
+                model_dir = materialize(Path(d), run_dir / "models" / "final")
+    return TrainResult(model_dir, phase_dirs, metrics, read_metrics(run_dir), run_dir,
+                       result.checkpoint.path if result.checkpoint else None, result)
+
+
 def run_training(cfg: LexrayConfig, name: str | None = None, storage_path: str | os.PathLike | None = None,
                  fault_injection: dict | None = None) -> TrainResult:
     """Train ``cfg.train.phases`` in sequence on a Ray Train ``TorchTrainer`` and return the final encoder.
@@ -416,81 +525,17 @@ def run_training(cfg: LexrayConfig, name: str | None = None, storage_path: str |
         TrainingCollapsedError: the collapse guard stopped the run (message gives step and active dims).
         ray.train.TrainingFailedError: a worker failed more than ``train.max_failures`` times.
     """
-    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
-    from ray.train.torch import TorchTrainer
-
     from lexray.ray_utils import init_ray
 
     init_ray()
-    tc = cfg.train
-    name = name or cfg.name
-    storage, run_dir = storage_and_run_dir(cfg, name, storage_path or tc.storage_path)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    from lexray.config import save_config
-
-    save_config(cfg, run_dir)
-    resources = {"CPU": tc.cpus_per_worker}
-    if tc.use_gpu:
-        resources["GPU"] = 1
-    # RAY_TRAIN_ENABLE_PRINT_PATCH=0: Ray Train V2 otherwise re-routes print() to a logger and, with Ray's
-    # wrapped stdout, tees it too, so every console line of the workers reached the driver twice.
-    # MALLOC_*: Ray Train V2 runs train_func in a non-main thread; glibc gives it its own arena, whose freed
-    # memory is returned to the kernel and page-faulted back on every step (Ray Train / plain loop 1.4-1.6 in
-    # benchmarks/train_step_bench.py; docs/bugs-and-fixes.md). One arena + no trimming keeps it, as the main
-    # thread's arena does in a plain loop.
-    env = {"TOKENIZERS_PARALLELISM": "false", "RAY_TRAIN_ENABLE_PRINT_PATCH": "0", "MALLOC_ARENA_MAX": "1",
-           "MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(64 << 30)}
-    if tc.strategy == "deepspeed" and not tc.use_gpu:
-        env["DS_ACCELERATOR"] = "cpu"
-    trainer = TorchTrainer(
-        train_func,
-        train_loop_config={"cfg": cfg.model_dump(mode="json"), "run_dir": str(run_dir),
-                           "fault_injection": fault_injection},
-        scaling_config=ScalingConfig(num_workers=tc.num_workers, use_gpu=tc.use_gpu, resources_per_worker=resources),
-        run_config=RunConfig(name=name, storage_path=storage,
-                             failure_config=FailureConfig(max_failures=tc.max_failures),
-                             checkpoint_config=CheckpointConfig(num_to_keep=tc.num_checkpoints_to_keep),
-                             worker_runtime_env={"env_vars": env}))
-    result = trainer.fit()
-    metrics = dict(result.metrics or {})
-    if metrics.get("collapsed"):
-        raise TrainingCollapsedError(metrics.get("collapse_message", "training collapsed"))
-    phase_dirs: list[Path] = []
-    model_dir = None
-    if result.checkpoint is not None:
-        with result.checkpoint.as_directory() as d:
-            st = TrainerState.load(Path(d))
-            phase_dirs = [Path(x) for x in st.phase_dirs]
-            # the trained encoder travels in the final checkpoint: copy it here (a no-op folder rename when the
-            # storage is this machine's disk would still copy, so read it in place then)
-            if _is_local(result.checkpoint):
-                model_dir = Path(d) / "model" if (Path(d) / "model").is_dir() else None
-            else:
-                model_dir = materialize(Path(d), run_dir / "models" / "final")
-    return TrainResult(model_dir, phase_dirs, metrics, read_metrics(run_dir), run_dir,
-                       result.checkpoint.path if result.checkpoint else None, result)
+    trainer = build_trainer(cfg, name, storage_path, fault_injection)
+    return train_result(trainer.fit(), training_run_dir(cfg, name, storage_path)[2])
 
 
 def _is_local(checkpoint) -> bool:
     import pyarrow.fs
 
     return isinstance(checkpoint.filesystem, pyarrow.fs.LocalFileSystem)
-
-
-def storage_and_run_dir(cfg: LexrayConfig, name: str, storage_path: str | os.PathLike | None) -> tuple[str, Path]:
-    """(Ray storage path, local run folder) of a run.
-
-    A URI (``scheme://…``) is kept as given and the run folder (metrics.jsonl, TensorBoard, phase models) goes
-    under ``<cfg.out_dir or outputs>/train/<name>/lexray`` on this machine; a local path is made absolute and the
-    run folder is ``<storage>/<name>/lexray``.
-    """
-    from lexray.paths import default_output_dir
-
-    local_root = Path(cfg.out_dir or default_output_dir()) / "train"
-    if storage_path is not None and "://" in str(storage_path):
-        return str(storage_path), (local_root / name / "lexray").resolve()
-    storage = Path(storage_path or local_root).resolve()
-    return str(storage), storage / name / "lexray"
 
 
 def train_local(cfg: LexrayConfig, run_dir: str | os.PathLike, device: str | None = None
