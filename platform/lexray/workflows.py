@@ -20,7 +20,7 @@ import logging
 from collections.abc import Collection
 from pathlib import Path
 
-from lexray.config import LexrayConfig, save_config
+from lexray.config import ApcConfig, LexrayConfig, save_config
 from lexray.paths import default_output_dir
 
 log = logging.getLogger(__name__)
@@ -68,6 +68,8 @@ def trained_model_config(cfg: LexrayConfig, model_dir: Path) -> LexrayConfig:
     """The config whose model is the trained checkpoint (its ``lexray_encoder.json`` carries the contract)."""
     model = cfg.model.model_copy(update={
         "name_or_path": str(model_dir), "random_init": None, "mlm_head_rescale": 1.0,
+        # the rescale and APC's bias shift are already in the trained weights: applying them again would shift twice
+        "apc": ApcConfig(),
         # settings travel in the checkpoint; do not re-apply recipe overrides on top of them
         "query_max_length": None, "doc_max_length": None, "query_prefix": None, "doc_prefix": None,
         "inference_free_queries": None, "chunk_size": cfg.model.chunk_size})

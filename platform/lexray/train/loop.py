@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import tempfile
 import time
@@ -374,6 +375,10 @@ def train_func(config: dict) -> None:
     "fault_injection": {"step", "marker", "phase"} | None, "evaluator": see run_phases | None}``."""
     cfg = LexrayConfig.model_validate(config["cfg"])
     _quiet_ray_train_reports()
+    if not cfg.train.use_gpu:
+        # Ray sets OMP_NUM_THREADS to the whole CPUs a worker reserved (1 for cpus_per_worker = 1.5): use one
+        # intra-op thread per reserved CPU, rounded up, as the encoder actors do (encode.torch_threads)
+        torch.set_num_threads(max(1, math.ceil(cfg.train.cpus_per_worker)))
     torch.manual_seed(cfg.train.seed)
     run_phases(cfg, Path(config["run_dir"]), _RayReporter(), config.get("fault_injection"),
                evaluator=config.get("evaluator"))
