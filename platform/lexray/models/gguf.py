@@ -7,9 +7,8 @@ and encoder actor loading it again would pay that every time. So the first load 
 folder (``model.safetensors`` float32, tokenizer files, ``lexray_encoder.json``) under the cache, keyed by the
 GGUF's content hash; later loads read that folder in seconds.
 
-Concurrency: two processes converting the same file at once (two Ray workers starting together) each write into
-their own temporary folder beside the target and ``os.rename`` it into place; the loser of the race discards its
-copy. A reader therefore sees either no folder or a complete one, never a half-written one.
+Concurrency: two processes converting the same file at once (two Ray workers starting together) publish the folder
+through :func:`lexray.fsio.publish_folder`: a reader sees no folder or a complete one, never a half-written one.
 
 Model locations accepted by lexray (``model.name_or_path``): a hub id, a local folder, a ``.gguf`` file, or a
 file shipped inside an installed package as ``pkg:<module>/<file>`` (resolved by :func:`lexray.paths.resolve_local`
@@ -22,10 +21,9 @@ import hashlib
 import json
 import logging
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
+from lexray.fsio import publish_folder
 from lexray.paths import cache_dir
 
 log = logging.getLogger(__name__)
@@ -68,26 +66,14 @@ def converted_dir(gguf_path: str | os.PathLike, root: str | os.PathLike | None =
     digest = file_sha256(src)
     root = Path(root) if root is not None else cache_dir() / "gguf"
     target = root / f"{digest[:16]}-{src.stem}"
-    if (target / DONE_FILE).is_file():
-        return target
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=root))
-    try:
+
+    def fill(tmp: Path) -> None:
         print(f"[lexray] converting {src.name} (GGUF) into {target} — once, about a minute", flush=True)
         _convert(src, tmp)
         (tmp / DONE_FILE).write_text(json.dumps({"source": str(src), "sha256": digest,
                                                  "transformers": _transformers_version()}, indent=2))
-        os.chmod(tmp, 0o755)  # mkdtemp makes it private; a shared cache is read by other users' workers
-        try:
-            os.rename(tmp, target)
-        except OSError:
-            if not (target / DONE_FILE).is_file():  # not a lost race: a stale, incomplete folder
-                shutil.rmtree(target, ignore_errors=True)
-                os.rename(tmp, target)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return target
+
+    return publish_folder(target, fill, DONE_FILE)
 
 
 def _transformers_version() -> str:

@@ -71,30 +71,14 @@ def add_model(checkpoint_dir: Path, model_dir: str | Path | None) -> None:
 def materialize(checkpoint_dir: Path, dest: Path) -> Path | None:
     """Copy ``<checkpoint_dir>/model`` to local ``dest`` (once) and return ``dest``; None if the checkpoint has none.
 
-    Several processes may do this at once (every worker on a node resumes together): each copies into its own
-    temporary folder beside ``dest`` and renames it into place; a loser of the race discards its copy.
+    Several processes may do this at once (every worker on a node resumes together):
+    :func:`lexray.fsio.publish_folder` makes that safe.
     """
-    import os
     import shutil
-    import tempfile
+
+    from lexray.fsio import publish_folder
 
     src = Path(checkpoint_dir) / MODEL_DIR
     if not src.is_dir():
         return None
-    dest = Path(dest)
-    if (dest / "config.json").is_file():
-        return dest
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
-    try:
-        shutil.copytree(src, tmp, dirs_exist_ok=True)
-        try:
-            os.rename(tmp, dest)
-        except OSError:
-            if not (dest / "config.json").is_file():
-                shutil.rmtree(dest, ignore_errors=True)
-                os.rename(tmp, dest)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-    return dest
+    return publish_folder(dest, lambda tmp: shutil.copytree(src, tmp, dirs_exist_ok=True), "config.json")

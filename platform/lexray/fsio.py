@@ -1,0 +1,48 @@
+"""Publishing a folder atomically when several processes may build it at once.
+
+Why: a converted GGUF model (``models/gguf.py``) or a checkpoint's model copied to a node's disk
+(``train/checkpoint.py``) is built by whichever process needs it first, and two Ray workers often need it at the
+same moment. Each builds into a private temporary folder beside the target and ``os.rename``s it into place;
+``rename`` of a folder onto an existing non-empty one fails, so the loser of a race discards its copy. A reader
+therefore sees no folder or a complete one, never a partial one.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+
+def publish_folder(dest: str | os.PathLike, fill: Callable[[Path], None], marker: str) -> Path:
+    """Build ``dest`` once: return it at once if ``dest/marker`` exists, else ``fill(tmp)`` and rename into place.
+
+    Args:
+        dest: the folder to publish.
+        fill: writes the folder's content into the temporary folder it is given; ``marker`` must be among it
+            (write it last where completeness matters).
+        marker: a file whose presence means ``dest`` is complete.
+
+    Returns:
+        ``dest``. A stale, incomplete ``dest`` (no marker: left by a crash outside this function) is replaced.
+    """
+    dest = Path(dest)
+    if (dest / marker).is_file():
+        return dest
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{dest.name}.", dir=dest.parent))
+    try:
+        fill(tmp)
+        os.chmod(tmp, 0o755)  # mkdtemp makes it private; shared caches are read by other users' workers
+        try:
+            os.rename(tmp, dest)
+        except OSError:
+            if not (dest / marker).is_file():  # not a lost race: a stale, incomplete folder
+                shutil.rmtree(dest, ignore_errors=True)
+                os.rename(tmp, dest)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return dest
