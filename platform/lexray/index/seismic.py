@@ -104,8 +104,11 @@ class SeismicSearcher:
                                       self.query_cut if query_cut is None else int(query_cut),
                                       self.heap_factor if heap_factor is None else float(heap_factor),
                                       num_threads=self.n_threads)
-        for i, rows in enumerate(res):
-            for r, (_, score, doc) in enumerate(rows[:k]):
+        # each row carries its query id: with several threads Seismic may return the queries in another order
+        # (seen under load: results of query i landed in row i+1, recall@10 0.04)
+        for rows in res:
+            for r, (qid, score, doc) in enumerate(rows[:k]):
+                i = int(qid)
                 out_s[i, r] = score
                 out_d[i, r] = int(doc)
         return out_s, out_d
