@@ -98,7 +98,7 @@ def test_two_trial_search_interrupted_then_resumed_without_rerunning_finished_tr
     # 1. start the search; once the first trial finished and the second started (one at a time), press Ctrl-C
     proc = subprocess.Popen(_job(tmp_path, out, "--no-test"), cwd=tmp_path, env=_env(), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    deadline = time.time() + 480  # generous: on a loaded machine Ray and the first trial start slowly
+    deadline = time.time() + 840  # within the test timeout: on a loaded machine Ray and trials start slowly
     try:
         while time.time() < deadline and proc.poll() is None:
             trials = sorted((out / "trials").glob("*")) if (out / "trials").is_dir() else []
