@@ -334,6 +334,7 @@ def one_million(index_dir: Path, q_ids, q_ws, k: int, bs: int, repeats: int, thr
     unb = ExactSearcher(index_dir, backend="numba", n_threads=threads, block_docs=n_docs)
     (us, ud), methods["exact_numba_unblocked"] = best_of(lambda: batched(unb))
     methods["exact_numba_unblocked"]["identical"] = bool(np.array_equal(ud, ref_d) and np.array_equal(us, ref_s))
+    print(json.dumps({m: {"qps_runs": v["qps_runs"]} for m, v in methods.items()}), flush=True)
     t = time.perf_counter()
     sei = SeismicSearcher(index_dir, n_threads=threads)
     build_s = time.perf_counter() - t

@@ -16,8 +16,9 @@ positions (l_b, H) are multiplied with vocabulary blocks of ``block`` rows and r
 (l_b, block) tile stays in L2 and padding positions cost nothing; only (B, |V|) leaves the loop.
 
 Training: :class:`_FusedSpladeMax` is a custom autograd Function. Forward keeps the arg-max position per
-(b, v) (int64, (B, |V|)) and the pooled pre-activation; backward rebuilds, block by block, the sparse
-(l_b, block) gradient of the logits (non-zero only at the arg-max row) and multiplies it with ``W`` and ``h``:
+(b, v) (int64, (B, |V|)); backward adds, for each term v with a non-zero gradient g, ``g · W_v`` to the
+arg-max position's hidden-state gradient and ``g · h_{b,arg}`` to ``W_v``'s (the logit gradient has one
+non-zero per column, so this is O(B·|V|·H), not the O(B·L·|V|·H) of dense matmuls):
 ∂L/∂h and ∂L/∂W are the same as autograd through the unfused graph (max routes the gradient to the arg-max
 position; the tests check ≤ 1e-5), and memory stays O(B·|V| + l·block) instead of O(B·L·|V|). Exact ties
 between two positions' logits (measure zero for real hidden states) send the whole gradient to the first
@@ -123,18 +124,19 @@ class _FusedSpladeMax(torch.autograd.Function):
         for b, p in enumerate(pos):
             if p.numel() == 0:
                 continue
-            L = hidden.shape[1]
-            hb = hidden[b]  # (L, H): scatter rows by absolute position (masked rows stay zero)
             for v0 in range(0, V, block):
-                g = gz[b, v0:v0 + block]
-                if not torch.any(g):
+                # d z_{b,v} / d h_{b,arg} = W_v and / d W_v = h_{b,arg}: one row per term with a non-zero
+                # gradient, O(n·H) instead of the dense (L, block) logit-gradient matmuls
+                nz = torch.nonzero(gz[b, v0:v0 + block], as_tuple=True)[0]
+                if nz.numel() == 0:
                     continue
-                G = torch.zeros((L, g.shape[0]), dtype=hidden.dtype, device=hidden.device)
-                G.scatter_(0, arg[b, v0:v0 + block].unsqueeze(0), g.unsqueeze(0))  # (L, blk), one non-zero/col
+                v = nz + v0
+                g = gz[b, v].unsqueeze(1)
+                a = arg[b, v]
                 if gh is not None:
-                    gh[b] += G @ weight[v0:v0 + block]
+                    gh[b].index_add_(0, a, g * weight.index_select(0, v))
                 if gw is not None:
-                    gw[v0:v0 + block] += G.T @ hb
+                    gw.index_add_(0, v, g * hidden[b].index_select(0, a))
         return gh, gw, None, None
 
 
