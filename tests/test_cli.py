@@ -72,7 +72,7 @@ def test_job_scripts_still_run_as_files(tmp_path):
 def test_evaluate_two_collections_average_per_query_and_baseline(capsys, tmp_path, scifact_dir, cranfield_dir,
                                                                  splade_tiny_dir):
     common = ["--model", str(splade_tiny_dir), "--dataset", str(scifact_dir), "--dataset", str(cranfield_dir),
-              "--set", "data.on_error=skip", "--set", "data.max_docs=150", "--set", "encode.backend=local",
+              "--set", "data.on_error=skip", "--set", "data.max_docs=40", "--set", "encode.backend=local",
               "--set", "eval.top_k=100"]
     rc, out, err = _run(capsys, "evaluate", *common, "--out", str(tmp_path / "a"))
     assert rc == 0, err

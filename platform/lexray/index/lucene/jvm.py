@@ -144,6 +144,18 @@ def ensure_jvm(max_heap: str = "4g") -> None:
             os.environ["JAVA_HOME"] = previous
     _JVM_STATE.update(max_heap=max_heap, java_home=str(home), jar=str(jar))
     _check_running_jvm()
+    _quiet_lucene_logging()
+
+
+def _quiet_lucene_logging() -> None:
+    """Raise Lucene's java.util.logging level to WARNING: it otherwise prints an INFO notice about its
+    memory-segment index input on the first index opened, which needs no action. (JUL holds loggers weakly, so
+    the logger is kept in ``_JVM_STATE``.)"""
+    from jnius import autoclass
+
+    logger = autoclass("java.util.logging.Logger").getLogger("org.apache.lucene")
+    logger.setLevel(autoclass("java.util.logging.Level").WARNING)
+    _JVM_STATE["lucene_logger"] = logger
 
 
 def _check_running_jvm() -> None:
