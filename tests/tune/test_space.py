@@ -51,11 +51,16 @@ def test_shipped_spaces_validate_against_their_recipes(name, base):
     assert space.main.metric == "dev_nDCG@10" and space.main.mode == "max"
 
 
-def test_apc_space_is_a_valid_file_but_needs_the_apc_key(base):
+def test_apc_space_validates_against_the_config(base, tmp_path):
+    """tune_spaces/apc.yaml searches VT's APC target activation rate (model.apc.target_rate, lexray.vocab.apc);
+    a rate outside (0, 1) is rejected with the key named."""
     space = load_space(REPO_ROOT / "tune_spaces" / "apc.yaml")
     assert space.params["model.apc.target_rate"].uniform == (0.1, 0.9)
-    with pytest.raises(SpaceError, match=r"model\.apc"):
-        check_space_against_config(space, base)
+    check_space_against_config(space, base)
+    bad = load_space(write(tmp_path, "params:\n  model.apc.target_rate: {uniform: [0.5, 1.5]}\n"
+                                     "search: {algorithm: random}\n"))
+    with pytest.raises(SpaceError, match=r"model\.apc\.target_rate"):
+        check_space_against_config(bad, base)
 
 
 @pytest.mark.parametrize("params,match", [
