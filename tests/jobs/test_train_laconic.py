@@ -25,7 +25,7 @@ def test_train_laconic_default_recipe_end_to_end(tmp_path):
     overrides = [f"out_dir={out}", "train.phases.0.max_steps=2", "train.phases.1.max_steps=2",
                  "train.phases.0.global_batch_size=8", "train.phases.1.global_batch_size=4",
                  "data.max_docs=300", "encode.doc_top_k=64"]
-    cmd = [sys.executable, str(REPO_ROOT / "jobs" / "train_laconic.py")]
+    cmd = [sys.executable, str(REPO_ROOT / "jobs" / "train_laconic.py"), "--zero-shot"]
     for o in overrides:
         cmd += ["--set", o]
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}  # its own local Ray, as a user runs it
@@ -33,7 +33,9 @@ def test_train_laconic_default_recipe_end_to_end(tmp_path):
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=450)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert "| nDCG@10 |" in proc.stdout  # the table is printed
-    record = json.loads((out / "metrics.json").read_text())
+    zero_shot, record = json.loads((out / "metrics.json").read_text())  # --zero-shot: the untrained backbone first
+    assert "(zero-shot)" in zero_shot["retriever"] and "(trained)" in record["retriever"]
+    assert zero_shot["n_queries"] == record["n_queries"]
     assert record["dataset"] == "scifact" and record["split"] == "test" and record["n_queries"] == 300
     assert set(record["metrics"]) >= {"nDCG@10", "MRR@10", "R@100", "R@1000"}
     assert all(0.0 <= v <= 1.0 for v in record["metrics"].values())

@@ -25,6 +25,8 @@ def _run(argv, doc: str, default_recipe, laconic: bool) -> dict:
     add_config_args(ap)
     if laconic:
         ap.add_argument("--no-eval", action="store_true", help="train only")
+        ap.add_argument("--zero-shot", action="store_true",
+                        help="also evaluate the starting backbone (bidirectional, untrained) in the same pipeline")
     else:
         ap.add_argument("--no-zero-shot", action="store_true", help="skip evaluating the starting model")
     args = ap.parse_args(argv)
@@ -36,7 +38,7 @@ def _run(argv, doc: str, default_recipe, laconic: bool) -> dict:
 
     validate_metrics(cfg.eval.metrics)
     if laconic:
-        result = train_and_evaluate(cfg, evaluate=not args.no_eval)
+        result = train_and_evaluate(cfg, evaluate=not args.no_eval, zero_shot=args.zero_shot and not args.no_eval)
     else:
         result = train_and_evaluate(cfg, zero_shot=not args.no_zero_shot)
     if result["rows"]:
@@ -46,7 +48,8 @@ def _run(argv, doc: str, default_recipe, laconic: bool) -> dict:
 
 
 def train_laconic(argv: list[str] | None = None) -> dict:
-    """``lexray train-laconic [--config recipe.yaml] [--set k=v ...] [--no-eval]`` (default recipe laconic-tiny)."""
+    """``lexray train-laconic [--config recipe.yaml] [--set k=v ...] [--no-eval] [--zero-shot]`` (default recipe
+    laconic-tiny)."""
     return _run(argv, __doc__, LACONIC_RECIPE, laconic=True)
 
 
