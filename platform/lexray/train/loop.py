@@ -487,11 +487,16 @@ def train_result(result, run_dir: Path) -> TrainResult:
     """A :class:`TrainResult` from a fitted trainer's Ray ``Result``.
 
     Raises:
-        TrainingCollapsedError: the last report says the collapse guard stopped the run.
+        TrainingCollapsedError: the collapse guard stopped the run.
     """
     metrics = dict(result.metrics or {})
-    if metrics.get("collapsed"):
-        raise TrainingCollapsedError(metrics.get("collapse_message", "training collapsed"))
+    history = read_metrics(run_dir)
+    # Ray Train V2's Result.metrics are those of the latest *checkpoint*; the collapse report carries none, so
+    # a run that collapsed before its first checkpoint looked finished. The run's own log has the last word.
+    last = history[-1] if history else {}
+    for m in (metrics, last):
+        if m.get("collapsed"):
+            raise TrainingCollapsedError(m.get("collapse_message", "training collapsed"))
     phase_dirs: list[Path] = []
     model_dir = None
     if result.checkpoint is not None:
@@ -504,7 +509,7 @@ def train_result(result, run_dir: Path) -> TrainResult:
                 model_dir = Path(d) / "model" if (Path(d) / "model").is_dir() else None
             else:
                 model_dir = materialize(Path(d), run_dir / "models" / "final")
-    return TrainResult(model_dir, phase_dirs, metrics, read_metrics(run_dir), run_dir,
+    return TrainResult(model_dir, phase_dirs, metrics, history, run_dir,
                        result.checkpoint.path if result.checkpoint else None, result)
 
 
