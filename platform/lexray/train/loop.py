@@ -168,7 +168,7 @@ def train_step(strategy, batches: list[Batch], phase: PhaseConfig, lam_q: float,
 
 
 # ---------------------------------------------------------------------------------------------- reporting
-class _RayReporter:
+class RayReporter:
     """Ray Train's report / checkpoint API (every worker calls ``report`` the same number of times)."""
 
     def get_checkpoint_dir(self):
@@ -213,7 +213,7 @@ def _autocast_factory(cfg: LexrayConfig, device: torch.device):
     return contextlib.nullcontext
 
 
-def _device() -> torch.device:
+def worker_device() -> torch.device:
     try:
         import ray.train.torch
 
@@ -234,7 +234,7 @@ def run_phases(cfg: LexrayConfig, run_dir: Path, reporter, fault_injection: dict
     if evaluator is not None and cfg.train.strategy != "ddp" and cfg.train.num_workers > 1:
         raise ValueError(f"a dev evaluator needs train.strategy=ddp (rank 0 holds the full model), "
                          f"got {cfg.train.strategy!r} with {cfg.train.num_workers} workers")
-    device = device or _device()
+    device = device or worker_device()
     r = rank()
     state = TrainerState()
     resume_ctx = reporter.get_checkpoint_dir()
@@ -375,12 +375,9 @@ def train_func(config: dict) -> None:
     "fault_injection": {"step", "marker", "phase"} | None, "evaluator": see run_phases | None}``."""
     cfg = LexrayConfig.model_validate(config["cfg"])
     _quiet_ray_train_reports()
-    if not cfg.train.use_gpu:
-        # Ray sets OMP_NUM_THREADS to the whole CPUs a worker reserved (1 for cpus_per_worker = 1.5): use one
-        # intra-op thread per reserved CPU, rounded up, as the encoder actors do (encode.torch_threads)
-        torch.set_num_threads(max(1, math.ceil(cfg.train.cpus_per_worker)))
+    set_cpu_threads(cfg)
     torch.manual_seed(cfg.train.seed)
-    run_phases(cfg, Path(config["run_dir"]), _RayReporter(), config.get("fault_injection"),
+    run_phases(cfg, Path(config["run_dir"]), RayReporter(), config.get("fault_injection"),
                evaluator=config.get("evaluator"))
 
 
@@ -450,15 +447,24 @@ def build_trainer(cfg: LexrayConfig, name: str | None = None, storage_path: str 
     Returns:
         ``ray.train.torch.TorchTrainer``. Does not start Ray.
     """
-    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
-    from ray.train.torch import TorchTrainer
-
     from lexray.config import save_config
 
-    tc = cfg.train
     name, storage, run_dir = training_run_dir(cfg, name, storage_path)
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(cfg, run_dir)
+    return torch_trainer(cfg, train_func, {"cfg": cfg.model_dump(mode="json"), "run_dir": str(run_dir),
+                                           "fault_injection": fault_injection, "evaluator": evaluator},
+                         name, storage, callbacks)
+
+
+def torch_trainer(cfg: LexrayConfig, func, loop_config: dict, name: str, storage: str, callbacks: list | None = None):
+    """A ``TorchTrainer`` running ``func(loop_config)`` on ``cfg.train``'s workers (CPUs/GPUs, failures,
+    checkpoints kept) with lexray's worker environment; the one place every lexray Ray Train job (training,
+    Tune trials, VT adaptation) builds its trainer."""
+    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
+    from ray.train.torch import TorchTrainer
+
+    tc = cfg.train
     resources = {"CPU": tc.cpus_per_worker}
     if tc.use_gpu:
         resources["GPU"] = 1
@@ -473,14 +479,19 @@ def build_trainer(cfg: LexrayConfig, name: str | None = None, storage_path: str 
     if tc.strategy == "deepspeed" and not tc.use_gpu:
         env["DS_ACCELERATOR"] = "cpu"
     return TorchTrainer(
-        train_func,
-        train_loop_config={"cfg": cfg.model_dump(mode="json"), "run_dir": str(run_dir),
-                           "fault_injection": fault_injection, "evaluator": evaluator},
+        func, train_loop_config=loop_config,
         scaling_config=ScalingConfig(num_workers=tc.num_workers, use_gpu=tc.use_gpu, resources_per_worker=resources),
         run_config=RunConfig(name=name, storage_path=storage,
                              failure_config=FailureConfig(max_failures=tc.max_failures),
                              checkpoint_config=CheckpointConfig(num_to_keep=tc.num_checkpoints_to_keep),
                              worker_runtime_env={"env_vars": env}, callbacks=callbacks or None))
+
+
+def set_cpu_threads(cfg: LexrayConfig) -> None:
+    """Ray sets OMP_NUM_THREADS to the whole CPUs a worker reserved (1 for cpus_per_worker = 1.5): use one intra-op
+    thread per reserved CPU, rounded up, as the encoder actors do (encode.torch_threads). No-op on GPU runs."""
+    if not cfg.train.use_gpu:
+        torch.set_num_threads(max(1, math.ceil(cfg.train.cpus_per_worker)))
 
 
 def train_result(result, run_dir: Path) -> TrainResult:

@@ -103,11 +103,11 @@ def run_adaptation_phase(cfg, init_dir: str, run_dir: Path, reporter, device: to
     from lexray.data.collate import StepSampler
     from lexray.models import SparseEncoder
     from lexray.train.checkpoint import TrainerState
-    from lexray.train.loop import _device
+    from lexray.train.loop import worker_device
     from lexray.train.strategies import barrier, make_strategy, rank, world_size
 
     ac, tc = cfg.vt.adapt, cfg.train
-    device = device or _device()
+    device = device or worker_device()
     r, W = rank(), world_size()
     state = TrainerState(init_dir=init_dir)
     ctx = reporter.get_checkpoint_dir()
@@ -202,41 +202,27 @@ def run_adaptation_phase(cfg, init_dir: str, run_dir: Path, reporter, device: to
 def adapt_func(config: dict) -> None:
     """Ray Train worker entry point: ``{"cfg": LexrayConfig JSON, "init_dir": str, "run_dir": str}``."""
     from lexray.config import LexrayConfig
-    from lexray.train.loop import _RayReporter
+    from lexray.train.loop import RayReporter, set_cpu_threads
 
     cfg = LexrayConfig.model_validate(config["cfg"])
+    set_cpu_threads(cfg)
     torch.manual_seed(cfg.train.seed)
-    run_adaptation_phase(cfg, config["init_dir"], Path(config["run_dir"]), _RayReporter())
+    run_adaptation_phase(cfg, config["init_dir"], Path(config["run_dir"]), RayReporter())
 
 
 def run_adaptation(cfg, init_dir: str | os.PathLike, storage_path: str | os.PathLike, name: str = "vt-adapt"
                    ) -> Path:
     """Run the adaptation on a Ray Train ``TorchTrainer`` (``train.num_workers``, ``train.strategy``, CPUs/GPUs
     as for the other jobs); returns the adapted encoder's folder. Same name + storage path = resume."""
-    from ray.train import CheckpointConfig, FailureConfig, RunConfig, ScalingConfig
-    from ray.train.torch import TorchTrainer
-
     from lexray.ray_utils import init_ray
+    from lexray.train.loop import torch_trainer
 
     init_ray()
-    tc = cfg.train
     storage = Path(storage_path).resolve()
     run_dir = storage / name / "lexray"
     run_dir.mkdir(parents=True, exist_ok=True)
-    resources = {"CPU": tc.cpus_per_worker}
-    if tc.use_gpu:
-        resources["GPU"] = 1
-    env = {"TOKENIZERS_PARALLELISM": "false", "RAY_TRAIN_ENABLE_PRINT_PATCH": "0"}
-    if tc.strategy == "deepspeed" and not tc.use_gpu:
-        env["DS_ACCELERATOR"] = "cpu"
-    trainer = TorchTrainer(
-        adapt_func,
-        train_loop_config={"cfg": cfg.model_dump(mode="json"), "init_dir": str(init_dir), "run_dir": str(run_dir)},
-        scaling_config=ScalingConfig(num_workers=tc.num_workers, use_gpu=tc.use_gpu, resources_per_worker=resources),
-        run_config=RunConfig(name=name, storage_path=str(storage),
-                             failure_config=FailureConfig(max_failures=tc.max_failures),
-                             checkpoint_config=CheckpointConfig(num_to_keep=tc.num_checkpoints_to_keep),
-                             worker_runtime_env={"env_vars": env}))
+    trainer = torch_trainer(cfg, adapt_func, {"cfg": cfg.model_dump(mode="json"), "init_dir": str(init_dir),
+                                              "run_dir": str(run_dir)}, name, str(storage))
     result = trainer.fit()
     metrics = dict(result.metrics or {})
     if metrics.get("model_dir"):
