@@ -6,6 +6,7 @@ Steps, in one process (one Ray session), on SciFact with splade-tiny (``--set``-
 
 1. full: a fresh store over the corpus minus ``--held-out`` documents (the baseline: everything encoded);
 2. 1 % change: edit / add / delete about 1 % of the documents, re-encode (ratio to 1. must be <= 0.05);
+   ``--change-repeats`` (3) successive distinct changes; ``ratio_1pct_to_full`` is the worst of them;
 3. no-op: the same corpus again (must take seconds and encode nothing);
 4. mutation: +50 new (the held-out ones), 30 edited, 20 deleted; must encode exactly 80;
 5. scratch: a second fresh store over the mutated corpus (a second full encode: run-to-run spread of 1.);
@@ -36,6 +37,7 @@ def main() -> dict:
     ap.add_argument("--docs", type=int, default=None, help="first N documents only (default all)")
     ap.add_argument("--held-out", type=int, default=50)
     ap.add_argument("--backend", choices=["ray", "local"], default="ray")
+    ap.add_argument("--change-repeats", type=int, default=3, help="successive 1 %% changes timed (spread)")
     ap.add_argument("--set", dest="overrides", action="append", default=[])
     ap.add_argument("--work", default=None, help="work folder (default a temporary one, deleted)")
     ap.add_argument("--out", default=str(ROOT / "outputs" / "bench" / "reencode.json"))
@@ -95,16 +97,23 @@ def main() -> dict:
 
     write(base)
     step("full", reencode(store, cfg(), show_progress=False))
-    # about 1 %: edit 0.5 %, add 0.25 % (new ids), delete 0.25 %
+    # about 1 %: edit 0.5 %, add 0.25 % (new ids), delete 0.25 %; --change-repeats successive, distinct changes
+    # (each against the previous state) give the run-to-run spread of the ratio
     n1 = max(1, round(0.01 * len(base)))
     n_edit, n_add = n1 // 2, n1 // 4
     n_del = n1 - n_edit - n_add
-    one = [dict(d) for d in base[: len(base) - n_del]]
-    for d in one[:: max(1, len(one) // n_edit)][:n_edit]:
-        d["text"] += " (revised)"
-    one += [{**d, "_id": d["_id"] + "-copy", "text": d["text"] + " (copy)"} for d in base[:n_add]]
-    write(one)
-    step("change_1pct", reencode(store, cfg(), show_progress=False))
+    one = [dict(d) for d in base]
+    change_seconds = []
+    for r in range(args.change_repeats):
+        one = one[: len(one) - n_del]
+        for d in one[r:: max(1, len(one) // n_edit)][:n_edit]:
+            d["text"] += f" (revised {r})"
+        one += [{**d, "_id": f"{d['_id']}-copy{r}", "text": d["text"] + " (copy)"}
+                for d in base[r * n_add:(r + 1) * n_add]]
+        write(one)
+        name = "change_1pct" if r == 0 else f"change_1pct_{r + 1}"
+        step(name, reencode(store, cfg(), show_progress=False))
+        change_seconds.append(res["steps"][name]["seconds"])
     step("noop", reencode(store, cfg(), show_progress=False))
     before = run_of(store)
     write_trec_run(before, work / "before.trec")
@@ -135,8 +144,11 @@ def main() -> dict:
     full = res["steps"]["full"]["seconds"]
     res["checks"] = {
         "change_1pct_docs": n1, "change_1pct_encoded": res["steps"]["change_1pct"]["encoded"],
-        "ratio_1pct_to_full": res["steps"]["change_1pct"]["seconds"] / full,
-        "ratio_ok": res["steps"]["change_1pct"]["seconds"] / full <= 0.05,
+        "ratio_1pct_to_full": max(change_seconds) / full,
+        "ratio_1pct_to_full_runs": [x / full for x in change_seconds],
+        "ratio_1pct_to_scratch_runs": [x / res["steps"]["scratch"]["seconds"] for x in change_seconds],
+        # the worst change against the faster of the two full encodes
+        "ratio_ok": max(change_seconds) / min(full, res["steps"]["scratch"]["seconds"]) <= 0.05,
         "second_full_seconds": res["steps"]["scratch"]["seconds"],
         "noop_seconds": res["steps"]["noop"]["seconds"], "noop_encoded": res["steps"]["noop"]["encoded"],
         "mutation_encoded": res["steps"]["mutation"]["encoded"],
