@@ -65,6 +65,10 @@ def _check(model, kind, body, head, block):
     assert g0.keys() == g1.keys() and len(g0) > 5
     for n in g0:
         torch.testing.assert_close(g1[n], g0[n], atol=1e-5, rtol=1e-5, msg=n)
+    # inference (no arg-max bookkeeping) gives bit-identical weights to the differentiable forward
+    with torch.inference_mode():
+        hidden = body(input_ids=ids, attention_mask=att).last_hidden_state
+        assert torch.equal(fused_splade_max_pool(proj, hidden, pool_empty, block=block), w1)
 
 
 def test_llama_lm_head_matches_unfused(monkeypatch):

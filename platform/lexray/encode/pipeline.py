@@ -99,7 +99,8 @@ def model_content_hash(model_cfg: ModelConfig) -> str:
     """sha256 identifying the encoder's weights and tokenization contract.
 
     Local directory: over the weight files (``*.safetensors``/``*.bin``), the config, tokenizer files and
-    ``lexray_encoder.json`` (names and bytes). Random init: over its config (seeded, so deterministic). Hub id:
+    ``lexray_encoder.json`` (names and bytes). Local file (a ``.gguf``, also ``pkg:<module>/<file>``): over its
+    name and bytes. Random init: over its config (seeded, so deterministic). Hub id:
     over the locally cached snapshot if there is one, else over the id string (prefixed ``id:``).
     """
     from lexray.paths import resolve_local
@@ -118,7 +119,12 @@ def model_content_hash(model_cfg: ModelConfig) -> str:
         except Exception:  # noqa: BLE001 - not cached: identify by id only
             return "id:" + str(model_cfg.name_or_path)
     if local.is_file():
-        local = local.parent
+        # a single-file model (a GGUF, possibly inside an installed package): that file's bytes. Hashing its
+        # folder instead matched nothing (.gguf is not a folder-model suffix): every GGUF had the empty hash.
+        from lexray.fsio import file_sha256
+
+        h.update(b"file\0" + local.name.encode() + b"\0" + file_sha256(local).encode())
+        return "sha256:" + h.hexdigest()
     _hash_files(h, local)
     return "sha256:" + h.hexdigest()
 

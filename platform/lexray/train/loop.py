@@ -22,8 +22,9 @@ One optimizer step (global batch G = W workers × K micro-batches × m queries):
 So the update of a step depends on the global batch only — not on W or K (tests/train/test_loop.py). bf16
 autocast and gradient checkpointing apply on GPU when ``train.bf16`` / ``train.gradient_checkpointing`` are set.
 
-Metrics (:mod:`lexray.train.metrics`) are reported every ``log_every`` steps through ``ray.train.report`` and
-written by rank 0 to TensorBoard and ``metrics.jsonl`` under ``<storage_path>/<name>/lexray/``; checkpoints
+Metrics (:mod:`lexray.train.metrics`) are written every ``log_every`` steps by rank 0 to TensorBoard and
+``metrics.jsonl`` under ``<storage_path>/<name>/lexray/``; only steps with a checkpoint, a dev evaluation or a
+collapse are also sent through ``ray.train.report`` (each report can wait for the controller's 2 s poll); checkpoints
 (:mod:`lexray.train.checkpoint`) every ``checkpoint_every`` steps and at every phase end. Re-running with the same
 name resumes from the latest checkpoint.
 """
@@ -190,6 +191,7 @@ class LocalReporter:
 
     def __init__(self, ckpt_root: Path | None = None):
         self.metrics: list[dict] = []
+        self.history: list[dict] = []
         self.ckpt_root = ckpt_root
         self.latest: Path | None = None
 
@@ -351,7 +353,11 @@ def _run_phase(cfg: LexrayConfig, state: TrainerState, run_dir: Path, reporter, 
                     TrainerState(p, done_steps, state.init_dir, state.phase_dirs).save(Path(tmp))
                     add_model(Path(tmp), state.init_dir)
                 reporter.report(m, tmp)
-        else:
+        elif eval_now:
+            # Only reports that carry a checkpoint or a dev evaluation go to Ray (Tune's schedulers read the
+            # latter). Every ray.train.report puts the result in a one-slot queue that Ray Train V2's controller
+            # empties once per poll (RAY_TRAIN_HEALTH_CHECK_INTERVAL_S, 2 s): reporting every logged step made a
+            # 0.7 s step take 2.0 s (issue 13; docs/bugs-and-fixes.md). The logged steps go to the sink above.
             reporter.report(m, None)
     # phase end: merge LoRA into the weights and save the encoder the next phase starts from
     sd = strategy.full_state_dict()
@@ -562,7 +568,9 @@ def _is_local(checkpoint) -> bool:
 def train_local(cfg: LexrayConfig, run_dir: str | os.PathLike, device: str | None = None
                 ) -> tuple[TrainerState, LocalReporter]:
     """The same loop in this process without Ray (world size 1): the single-process reference of the tests and
-    the benchmark. Returns the final state and the reporter holding every reported metrics dict.
+    the benchmark. Returns the final state and the reporter: ``metrics`` holds what would have gone to
+    ``ray.train.report`` (checkpoint, dev-evaluation and collapse steps, phase ends), ``history`` every logged
+    step (``metrics.jsonl``).
 
     Raises:
         TrainingCollapsedError: as :func:`run_training`.
@@ -571,6 +579,7 @@ def train_local(cfg: LexrayConfig, run_dir: str | os.PathLike, device: str | Non
     rep = LocalReporter(run_dir / "checkpoints")
     torch.manual_seed(cfg.train.seed)
     state = run_phases(cfg, run_dir, rep, device=torch.device(device) if device else torch.device("cpu"))
+    rep.history = read_metrics(run_dir)
     if rep.metrics and rep.metrics[-1].get("collapsed"):
         raise TrainingCollapsedError(rep.metrics[-1]["collapse_message"])
     return state, rep
