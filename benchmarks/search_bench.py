@@ -65,35 +65,51 @@ def sample_sparse(rng: np.random.Generator, n: int, nnz: int, probs: np.ndarray
 
 def write_synthetic_shards(out_dir: Path, n_docs: int, nnz: int = 150, rows_per_shard: int = 50_000,
                            seed: int = 0, show_progress: bool = True) -> dict:
-    """Write ``n_docs`` synthetic documents as Parquet sparse shards (chunked: memory stays per-shard)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
+    """Write ``n_docs`` synthetic documents as lexray sparse shards (chunked: memory stays per-shard), with a
+    complete manifest (content checksums included) so that ``build_index`` accepts the folder.
+
+    Returns ``{"vocab_size", "n_docs", "n_postings", "synthetic", "seed"}``."""
     from tqdm.auto import tqdm
+
+    from lexray.encode.shards import (
+        Manifest,
+        ModelInfo,
+        ShardInfo,
+        file_sha256,
+        fingerprint,
+        ids_digest,
+        save_manifest,
+        shard_metadata,
+        shard_name,
+        shard_table,
+        write_shard,
+    )
 
     out_dir.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
     probs = zipf_probs(seed=seed)
-    n_post = 0
-    schema = pa.schema([("doc_id", pa.string()), ("term_ids", pa.list_(pa.int32())),
-                        ("weights", pa.list_(pa.float32()))])
+    identity = {"synthetic": True, "n_docs": n_docs, "nnz": nnz, "seed": seed, "vocab_size": VOCAB}
+    fp = fingerprint(identity)
+    n_post, infos = 0, []
     with tqdm(total=n_docs, unit="doc", desc="synthetic shards", disable=not show_progress) as bar:
         for s, start in enumerate(range(0, n_docs, rows_per_shard)):
             n = min(rows_per_shard, n_docs - start)
             ids, ws = sample_sparse(rng, n, nnz, probs)
-            lens = np.fromiter((len(x) for x in ids), dtype=np.int32, count=n)
-            offs = np.zeros(n + 1, dtype=np.int32)
-            np.cumsum(lens, out=offs[1:])
-            tab = pa.Table.from_arrays([
-                pa.array([f"d{start + i}" for i in range(n)], pa.string()),
-                pa.ListArray.from_arrays(pa.array(offs), pa.array(np.concatenate(ids), pa.int32())),
-                pa.ListArray.from_arrays(pa.array(offs), pa.array(np.concatenate(ws), pa.float32())),
-            ], schema=schema)
-            pq.write_table(tab, out_dir / f"part-{s:05d}.parquet")
-            n_post += int(lens.sum())
+            offs = np.zeros(n + 1, dtype=np.int64)
+            np.cumsum([len(x) for x in ids], out=offs[1:])
+            doc_ids = [f"d{start + i}" for i in range(n)]
+            path = out_dir / shard_name(s)
+            size = write_shard(shard_table(doc_ids, offs, np.concatenate(ids), np.concatenate(ws),
+                                           metadata=shard_metadata(fp, s)), path)
+            infos.append(ShardInfo(index=s, file=shard_name(s), rows=n, first_doc=start, first_doc_id=doc_ids[0],
+                                   last_doc_id=doc_ids[-1], ids_sha1=ids_digest(doc_ids), postings=int(offs[-1]),
+                                   bytes=size, sha256=file_sha256(path)))
+            n_post += int(offs[-1])
             bar.update(n)
-    manifest = {"vocab_size": VOCAB, "n_docs": n_docs, "n_postings": n_post, "synthetic": True, "seed": seed}
-    (out_dir / "manifest.json").write_text(json.dumps(manifest))
-    return manifest
+    save_manifest(Manifest(fingerprint=fp, identity=identity, rows_per_shard=rows_per_shard, status="complete",
+                           vocab_size=VOCAB, model=ModelInfo(name_or_path="synthetic", content_hash="synthetic"),
+                           shards=infos), out_dir)
+    return {"vocab_size": VOCAB, "n_docs": n_docs, "n_postings": n_post, "synthetic": True, "seed": seed}
 
 
 def scipy_baseline(index_dir: Path, n_docs: int, vocab: int):

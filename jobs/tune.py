@@ -28,24 +28,24 @@ DEFAULT_SPACE = REPO_ROOT / "tune_spaces" / "flops.yaml"
 
 # The embedded default: the real splade-tiny fine-tuned on SciFact train queries (minus the dev split) with BM25
 # hard negatives. Sized for >= 8 trials plus their dev evaluations and the test evaluation of 2 chosen entries in
-# about 30 minutes on 2 quiet CPU cores: 30 steps of 8 queries (1 BM25 negative + in-batch, 32/128 tokens), dev
-# evaluation at steps 15 and 30 on 60 dev queries x (top-5 BM25 + positives), ASHA halving at step 15. Not yet
-# timed on a quiet machine (docs/tuning.md, "Measured").
+# <= 30 minutes on 2 CPU cores: 100 steps of 8 queries (~1 epoch of the 749 training queries; 1 BM25 negative +
+# in-batch, 32/128 tokens), dev evaluation every 25 steps on 60 dev queries x (top-5 BM25 + positives), ASHA
+# halving from step 25. Measured: docs/tuning.md, "Measured".
 DEFAULT_RECIPE = {
     "name": "tune-splade-tiny-scifact",
     "model": {"name_or_path": "shared:models/splade-tiny", "query_max_length": 64, "doc_max_length": 256},
     "data": {"dataset": "shared:datasets/scifact", "split": "test", "train_split": "train"},
     "train": {
-        "strategy": "ddp", "num_workers": 1, "cpus_per_worker": 0.9, "log_every": 5, "checkpoint_every": 15,
+        "strategy": "ddp", "num_workers": 1, "cpus_per_worker": 0.9, "log_every": 5, "checkpoint_every": 25,
         "num_checkpoints_to_keep": 1,
-        "phases": [{"name": "finetune", "data": "hard_negatives", "loss": "infonce", "max_steps": 30,
+        "phases": [{"name": "finetune", "data": "hard_negatives", "loss": "infonce", "max_steps": 100,
                     "global_batch_size": 8, "num_negatives": 1, "query_max_length": 32, "doc_max_length": 128,
                     "lr": 5.0e-5, "warmup_ratio": 0.1,
                     "flops": {"lambda_q": 1.0e-4, "lambda_d": 1.0e-4, "schedule": "quadratic",
-                              "warmup_steps": 10}}],
+                              "warmup_steps": 20}}],
     },
     "encode": {"batch_size": 64},
-    "tune": {"dev_queries": 60, "dev_depth": 5, "eval_every": 15, "test_entries": 2},
+    "tune": {"dev_queries": 60, "dev_depth": 5, "eval_every": 25, "test_entries": 2},
 }
 
 
