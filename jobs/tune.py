@@ -30,7 +30,8 @@ DEFAULT_SPACE = REPO_ROOT / "tune_spaces" / "flops.yaml"
 # hard negatives. Sized for >= 8 trials plus their dev evaluations and the test evaluation of 2 chosen entries in
 # <= 30 minutes on 2 CPU cores: 100 steps of 8 queries (~1 epoch of the 749 training queries; 1 BM25 negative +
 # in-batch, 32/128 tokens), dev evaluation every 25 steps on 60 dev queries x (top-5 BM25 + positives), ASHA
-# halving from step 25. Measured: docs/tuning.md, "Measured".
+# halving from step 25. The FLOPS weights ramp up quadratically over all 100 steps: with a 20-step ramp the searched
+# λ (1e-5 to 1e-1) sparsified so hard that the best entry only tied zero-shot splade-tiny. Measured: docs/tuning.md.
 DEFAULT_RECIPE = {
     "name": "tune-splade-tiny-scifact",
     "model": {"name_or_path": "shared:models/splade-tiny", "query_max_length": 64, "doc_max_length": 256},
@@ -42,7 +43,7 @@ DEFAULT_RECIPE = {
                     "global_batch_size": 8, "num_negatives": 1, "query_max_length": 32, "doc_max_length": 128,
                     "lr": 5.0e-5, "warmup_ratio": 0.1,
                     "flops": {"lambda_q": 1.0e-4, "lambda_d": 1.0e-4, "schedule": "quadratic",
-                              "warmup_steps": 20}}],
+                              "warmup_steps": 100}}],
     },
     "encode": {"batch_size": 64},
     "tune": {"dev_queries": 60, "dev_depth": 5, "eval_every": 25, "test_entries": 2},
