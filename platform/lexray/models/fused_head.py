@@ -87,7 +87,8 @@ def _positions(pool_mask: torch.Tensor) -> list[torch.Tensor]:
 
 
 def _max_tiles(hidden: torch.Tensor, weight: torch.Tensor, pos: list[torch.Tensor], block: int) -> torch.Tensor:
-    """z_{b,v} = max_{i ∈ pos_b} h_{b,i}·W_v, (B, |V|), without arg-max bookkeeping (the inference path)."""
+    """z_{b,v} = max_{i ∈ pos_b} h_{b,i}·W_v, (B, |V|), without arg-max bookkeeping (the inference path); each
+    (l_b, block) tile stays in cache."""
     B, V = hidden.shape[0], weight.shape[0]
     z = torch.full((B, V), float("-inf"), dtype=hidden.dtype, device=hidden.device)
     for b, p in enumerate(pos):
@@ -104,26 +105,22 @@ class _FusedSpladeMax(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, hidden, weight, pos, block):  # noqa: D401 - autograd signature
+        if not (ctx.needs_input_grad[0] or ctx.needs_input_grad[1]):
+            return _max_tiles(hidden, weight, pos, block)
         B, V = hidden.shape[0], weight.shape[0]
-        need_arg = ctx.needs_input_grad[0] or ctx.needs_input_grad[1]
         z = torch.full((B, V), float("-inf"), dtype=hidden.dtype, device=hidden.device)
-        arg = torch.zeros((B, V), dtype=torch.long, device=hidden.device) if need_arg else None
+        arg = torch.zeros((B, V), dtype=torch.long, device=hidden.device)
         for b, p in enumerate(pos):
             if p.numel() == 0:
                 continue
             hb = hidden[b].index_select(0, p)  # (l_b, H)
             for v0 in range(0, V, block):
-                tile = hb @ weight[v0:v0 + block].T  # (l_b, blk): stays in cache
-                if need_arg:
-                    m, a = tile.max(0)
-                    z[b, v0:v0 + block] = m
-                    arg[b, v0:v0 + block] = p[a]
-                else:
-                    z[b, v0:v0 + block] = tile.amax(0)
-        if need_arg:
-            ctx.save_for_backward(hidden, weight, arg)
-            ctx.block = block
-            ctx.pos = pos
+                m, a = (hb @ weight[v0:v0 + block].T).max(0)  # (l_b, blk) tile: stays in cache
+                z[b, v0:v0 + block] = m
+                arg[b, v0:v0 + block] = p[a]
+        ctx.save_for_backward(hidden, weight, arg)
+        ctx.block = block
+        ctx.pos = pos
         return z
 
     @staticmethod

@@ -173,8 +173,8 @@ def run_adaptation_phase(cfg, init_dir: str, run_dir: Path, reporter, device: to
                 if r == 0:
                     TrainerState(0, done, init_dir).save(Path(tmp))
                 reporter.report(m, tmp)
-        else:
-            reporter.report(m, None)
+        # logged steps without a checkpoint stay out of Ray: a report per step waits for Ray Train V2's 2 s
+        # controller poll (as in lexray.train.loop._run_phase; docs/bugs-and-fixes.md)
     sd = strategy.full_state_dict()
     out_dir = run_dir / "models" / "vt-adapted"
     if r == 0:
