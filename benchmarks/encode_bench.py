@@ -12,9 +12,9 @@ documents (the first N of SciFact, ``title + " " + text``), same max length (``-
 
 Baseline (what a first script does): tokenizer → pad to the longest in each batch of 32, corpus order → full
 (B, L, |V|) logits of ``AutoModelForMaskedLM`` (MLM encoders) or ``AutoModelForCausalLM`` (decoders, loaded with
-``num_hidden_layers=N`` and made bidirectional the way lexray does it: ``config.is_causal = False`` and every
-attention module's ``is_causal = False``) → ReLU → log1p → × attention mask → max over L → per-row
-``np.flatnonzero`` → one Parquet file. ``torch.no_grad``, ``--threads`` torch threads (default: all cores).
+``num_hidden_layers=N``, made bidirectional with lexray's ``make_bidirectional``) → ReLU → log1p → mask →
+max over L → per-row ``np.flatnonzero`` →
+one Parquet file. ``torch.no_grad``, ``--threads`` torch threads (default: all cores).
 
 lexray, in process (``lexray_encoder``): ``SparseEncoder.encode_sparse`` on the same texts, same batch size and
 the same ``--threads``: length-sorted batches, fused vocabulary-blocked head pooled before the activation (no
@@ -84,10 +84,9 @@ def plain_hf(model_dir: Path, num_layers: int | None):
     if tok.pad_token is None:
         tok.pad_token = tok.eos_token
     if decoder:
-        model.config.is_causal = False
-        for m in model.modules():
-            if isinstance(getattr(m, "is_causal", None), bool):
-                m.is_causal = False
+        from lexray.models.backbones import make_bidirectional
+
+        make_bidirectional(model)
     return tok, model, "decoder" if decoder else "mlm"
 
 
