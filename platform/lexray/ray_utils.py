@@ -32,6 +32,22 @@ def init_ray(address: str | None = None, num_cpus: int | None = None, **kwargs):
 
     if ray.is_initialized():
         return ray.get_runtime_context()
+    import faulthandler
+
+    had_faulthandler = faulthandler.is_enabled()
+    try:
+        return _init(ray, address, num_cpus, kwargs)
+    finally:
+        # ray.init enables Python's faulthandler in the driver when nobody did. If a JVM (Pyserini, via pyjnius) is
+        # already running in this process, faulthandler now sits in front of the JVM's SIGSEGV handler: the JVM's
+        # routine faults (implicit null checks of JIT code) reach faulthandler, which re-raises them with kill()
+        # and the JVM takes that for a real crash (docs/bugs-and-fixes.md, "JVM killed after ray.init").
+        # disable() puts the previous handler (the JVM's) back; a user who enabled faulthandler keeps it.
+        if not had_faulthandler and faulthandler.is_enabled():
+            faulthandler.disable()
+
+
+def _init(ray, address, num_cpus, kwargs):
     # The dashboard also serves the State API, which Ray Train's placement-group cleaner polls; without it
     # every poll logs "Failed to query Ray Train Controller actor state". It binds to 127.0.0.1 by default.
     kwargs.setdefault("include_dashboard", True)

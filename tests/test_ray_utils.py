@@ -1,0 +1,45 @@
+"""lexray.ray_utils.init_ray: a JVM started before Ray keeps working after ``ray.init``.
+
+Runs in a subprocess with its own Ray instance: the failure mode is the whole process dying (SIGSEGV/SIGABRT from
+the JVM), which would take pytest down with it, and the suite's shared Ray session is already initialised.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+SCRIPT = textwrap.dedent("""
+    import faulthandler, json, sys, tempfile
+    from pathlib import Path
+    from lexray.data.beir import iter_id_text
+    from lexray.index.lucene.bm25 import bm25_search, build_bm25_index
+    from lexray.ray_utils import init_ray
+
+    ds = Path(sys.argv[1])
+    idx = Path(tempfile.mkdtemp()) / "bm25"
+    build_bm25_index(iter_id_text(ds, max_docs=500), idx, show_progress=False)
+    queries = {q["_id"]: q["text"] for q in map(json.loads, open(ds / "queries.jsonl"))}
+    before = bm25_search(idx, queries, k=50, show_progress=False)   # the JVM runs JIT-compiled code now
+    init_ray(num_cpus=1, include_dashboard=False)
+    assert not faulthandler.is_enabled(), "init_ray left Ray's faulthandler in front of the JVM's handler"
+    for _ in range(3):                                                 # enough JIT code to hit implicit null checks
+        after = bm25_search(idx, queries, k=50, show_progress=False)
+    print("SAME" if after == before else "DIFFERENT", len(after))
+""")
+
+
+@pytest.mark.timeout(300)
+def test_jvm_started_before_ray_survives_ray_init(scifact_dir, tmp_path):
+    # Before the fix the process died in the second search: "Fatal Python error: Aborted" and a JVM hs_err file
+    # reporting a SIGSEGV "sent by kill" (faulthandler re-raising the JVM's own fault).
+    proc = subprocess.run([sys.executable, "-c", SCRIPT, str(scifact_dir)], capture_output=True, text=True,
+                          timeout=280, cwd=tmp_path,
+                          env={**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"})
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
+    assert "SAME 1109" in proc.stdout
+
