@@ -59,6 +59,9 @@ class ApcConfig(_Section):
     probe_docs: int = Field(64, ge=1, description="first N documents of the probe corpus")
     probe_max_length: int | None = Field(None, ge=1, description="None = the encoder's doc_max_length")
     tolerance: float = Field(0.001, gt=0, description="bisection stops when |rate - target| <= tolerance")
+    per_term: bool = Field(False, description="first centre every term: b_v <- b_v - mean over the probe documents "
+                           "of term v's max logit, then the scalar shift (lexray.vocab.apc.apply_apc; an extension "
+                           "of APC for LM heads whose logits carry a per-term frequency prior)")
 
     @model_validator(mode="after")
     def _one(self) -> ApcConfig:
@@ -98,6 +101,10 @@ class ModelConfig(_Section):
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     trust_remote_code: bool = False
     chunk_size: int | None = Field(None, ge=1, description="sequences per (chunk, L, |V|) logits block")
+    output_vocab: str | None = Field(
+        None, description="BEIR folder: restrict the output vocabulary to the token ids that occur in its corpus "
+        "(documents tokenized as for encoding, at doc_max_length); None = the full |V| "
+        "(lexray.models.encoder.collection_output_ids)")
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelConfig:
@@ -118,6 +125,11 @@ class DataConfig(_Section):
 
 class LoraConfig(_Section):
     enabled: bool = False
+    train_output_bias: bool = Field(False, description="also train the vocabulary projection's bias (|V| "
+                                    "parameters, one per term) as a full parameter beside the adapters")
+    output_bias_lr: float | None = Field(None, gt=0, description="learning rate of that bias (strategy ddp; fsdp and "
+                                         "deepspeed build their own parameter groups and use the phase lr); None = "
+                                         "the phase lr")
     r: int = Field(32, ge=1)
     alpha: int = Field(64, ge=1)
     dropout: float = Field(0.05, ge=0, lt=1)

@@ -129,3 +129,42 @@ def test_mlm_head_rescale_divides_scores(splade_tiny_dir):
     assert mlm_head_norm(scaled.backbone)["mean_row_norm"] == pytest.approx(
         mlm_head_norm(base.backbone)["mean_row_norm"] / 4, rel=1e-5)
     assert mlm_head_norm(scaled.backbone)["tied"] == 1.0
+
+
+def test_output_vocab_scores_only_the_collection_terms_and_equals_the_full_head_there(splade_tiny_dir, scifact_dir):
+    """model.output_vocab: the head scores only the token ids of the corpus; on those ids the weights equal the
+    full head's, every other weight is 0; the ids survive save_pretrained / from_pretrained."""
+    cfg = ModelConfig(name_or_path=str(splade_tiny_dir), doc_max_length=32, output_vocab=str(scifact_dir))
+    restricted = load_encoder(cfg)
+    full = load_encoder(ModelConfig(name_or_path=str(splade_tiny_dir), doc_max_length=32))
+    ids = restricted.settings.output_ids
+    assert ids == sorted(set(ids)) and 1_000 < len(ids) < 30_522
+    # every pooled token of a corpus document is in the vocabulary
+    from lexray.data.beir import iter_corpus
+
+    doc = next(iter(iter_corpus(scifact_dir))).full_text
+    t = restricted.tokenize([doc], "document")
+    assert set(t["input_ids"][t["pool_mask"].bool()].tolist()) <= set(ids)
+    texts = [doc, RHINO, "Coffee intake lowers the risk of type 2 diabetes."]
+    with torch.no_grad():
+        a, b = restricted.encode(texts, "document"), full.encode(texts, "document")
+    mask = torch.zeros(30_522, dtype=torch.bool)
+    mask[ids] = True
+    assert torch.allclose(a[:, mask], b[:, mask], atol=1e-5)
+    assert (a[:, ~mask] == 0).all() and (b[:, ~mask] > 0).any()   # the full head does use terms outside it
+
+
+def test_output_vocab_gradient_reaches_the_full_bias_and_hidden_states(splade_tiny_dir, tmp_path):
+    enc = SparseEncoder.from_pretrained(splade_tiny_dir, doc_max_length=16)
+    enc.settings.output_ids = [1996, 2003, 4937, 8013]
+    enc.train()
+    bias = enc.backbone.get_output_embeddings().bias
+    w = enc(**{k: v for k, v in enc.tokenize(["the cat is here", RHINO]).items()})
+    w.sum().backward()
+    g = bias.grad
+    assert g is not None and (g[[1996, 2003, 4937, 8013]] != 0).any()
+    others = torch.ones_like(g, dtype=torch.bool)
+    others[[1996, 2003, 4937, 8013]] = False
+    assert (g[others] == 0).all()
+    enc.save_pretrained(tmp_path / "m")
+    assert SparseEncoder.from_pretrained(tmp_path / "m").settings.output_ids == [1996, 2003, 4937, 8013]

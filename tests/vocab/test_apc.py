@@ -28,3 +28,27 @@ def test_bisection_and_fixed_shift():
     c, r = solve_shift(m, 0.25)
     assert abs(r - 0.25) <= 1e-3 and abs(c - 2.5) < 0.02
     assert abs(activation_rate(m, 0.0) - 0.5) < 0.002
+
+
+def test_per_term_centring_removes_each_terms_mean_then_shifts():
+    """apc.per_term: b_v <- b_v - mean_d M_dv - c, so after it every term's mean max logit over the probe is -c."""
+    from lexray.vocab.apc import centre_terms
+
+    m = torch.tensor([[1.0, 10.0, float("-inf")], [3.0, 14.0, float("-inf")]])
+    centred, mu = centre_terms(m)
+    assert torch.allclose(mu, torch.tensor([2.0, 12.0, 0.0]))
+    assert torch.allclose(centred[:, :2], torch.tensor([[-1.0, -2.0], [1.0, 2.0]]))
+
+
+def test_per_term_apc_on_a_real_model(splade_tiny_dir, scifact_dir):
+    enc = SparseEncoder.from_pretrained(splade_tiny_dir, doc_max_length=64)
+    texts = probe_texts(str(scifact_dir), 16)
+    from lexray.vocab.apc import max_logits
+
+    m0 = max_logits(enc, texts)
+    info = apply_apc(enc, ApcConfig(per_term=True, shift=0.5), texts)
+    m1 = max_logits(enc, texts)
+    assert info["per_term"] and info["shift"] == 0.5
+    assert torch.allclose(m1.mean(0), torch.full((m1.shape[1],), -0.5), atol=1e-3)   # every term centred, then -c
+    # the order of documents within a term is unchanged (a per-term constant)
+    assert torch.equal(m0.argsort(0)[:, :50], m1.argsort(0)[:, :50])

@@ -36,6 +36,9 @@ class EncoderSettings(BaseModel):
     query_top_k: int | None = None
     doc_top_k: int | None = None
     chunk_size: int = Field(16, ge=1, description="sequences per (chunk, L, |V|) logits block")
+    output_ids: list[int] | None = Field(
+        None, description="sorted token ids the head scores (a collection's vocabulary); every other term's "
+        "weight is 0. None = all |V|")
     format_version: int = FORMAT_VERSION
 
     def max_length(self, kind: str) -> int:

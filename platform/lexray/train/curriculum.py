@@ -29,7 +29,7 @@ def build_encoder(model_cfg: ModelConfig, init_dir: str | None):
 def apply_lora(encoder, lora: LoraConfig):
     """Wrap the encoder's backbone with peft LoRA adapters (in place); returns the ``PeftModel`` (or None).
 
-    Only adapter weights stay trainable. Raises ValueError when no ``target_modules`` exist in the backbone
+    Only adapter weights stay trainable, plus the output bias with ``lora.train_output_bias``. Raises ValueError when no ``target_modules`` exist in the backbone
     (e.g. the decoder defaults ``q_proj..down_proj`` on a BERT backbone: BERT's are ``query``, ``key``, ``value``,
     ``dense``).
     """
@@ -44,7 +44,17 @@ def apply_lora(encoder, lora: LoraConfig):
                          f"{encoder.backbone.config.model_type} backbone; e.g. one of {sorted(names)[:20]}")
     pcfg = PeftLoraConfig(r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
                           target_modules=[t for t in lora.target_modules if t in names])
-    return get_peft_model(encoder.backbone, pcfg)
+    peft_model = get_peft_model(encoder.backbone, pcfg)
+    if lora.train_output_bias:
+        # One weight per term: with a frozen head, the bias is the only place where the phase can learn that a
+        # term is generally uninformative (punctuation, " the") or informative. A base parameter, so
+        # merge_and_unload keeps the trained values. Its own learning rate (param_groups reads the tag).
+        from lexray.models.head import ensure_output_bias
+
+        bias = ensure_output_bias(encoder.backbone)
+        bias.requires_grad_(True)
+        bias._lexray_lr = lora.output_bias_lr
+    return peft_model
 
 
 def save_merged(state_dict: dict[str, torch.Tensor], model_cfg: ModelConfig, init_dir: str | None,

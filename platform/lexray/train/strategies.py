@@ -64,14 +64,24 @@ def barrier() -> None:
 
 
 def param_groups(module: nn.Module, weight_decay: float) -> list[dict]:
-    """AdamW groups: decay for matrices, none for biases and norm weights (1-D parameters); trainable only."""
-    decay, no_decay = [], []
+    """AdamW groups: decay for matrices, none for biases and norm weights (1-D parameters); trainable only.
+
+    A parameter tagged ``_lexray_lr`` (a float; e.g. the output bias of ``lora.train_output_bias``) gets a group of
+    its own with that learning rate and no decay; the LR schedule scales it like the others.
+    """
+    decay, no_decay, own = [], [], []
     for p in module.parameters():
-        if p.requires_grad:
+        if not p.requires_grad:
+            continue
+        if getattr(p, "_lexray_lr", None) is not None:
+            own.append(p)
+        else:
             (decay if p.dim() >= 2 else no_decay).append(p)
     groups = [{"params": decay, "weight_decay": weight_decay}]
     if no_decay:
         groups.append({"params": no_decay, "weight_decay": 0.0})
+    for p in own:
+        groups.append({"params": [p], "weight_decay": 0.0, "lr": float(p._lexray_lr)})
     return groups
 
 

@@ -75,6 +75,23 @@ def solve_shift(maxima: torch.Tensor, target_rate: float, tolerance: float = 1e-
     return best
 
 
+def centre_terms(maxima: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-term centring of probe maxima: returns ``(maxima - mu, mu)`` with ``mu_v`` the mean over documents of
+    term v's max logit (non-finite entries — documents without a pooled position — ignored; 0 if none).
+
+    Why (a lexray extension of APC, not in the VT paper): a causal LM's head adds a per-term prior to every
+    logit — frequent tokens (",", " the", " and") score high at every position whatever the input — so one scalar
+    shift either keeps those terms active in every document or silences the rest. Subtracting each term's mean
+    max logit over a probe sample leaves, per term, how much *this* document raises it above its usual level,
+    the quantity a lexical match needs. Measured on SmolLM2-135M's first 2 layers over all of SciFact (cached
+    maxima, docs/recipes.md): nDCG@10 0.126 with the best scalar shift, 0.237 centred, before any training.
+    """
+    finite = torch.isfinite(maxima)
+    n = finite.sum(0).clamp_min(1)
+    mu = torch.where(finite, maxima, torch.zeros_like(maxima)).sum(0) / n
+    return maxima - mu, mu
+
+
 @torch.no_grad()
 def shift_bias(backbone, c: float) -> None:
     """``b ← b − c`` on the vocabulary projection's bias, adding a zero bias first to a bias-less head."""
@@ -98,19 +115,25 @@ def apply_apc(encoder, apc, texts: list[str] | None = None) -> dict:
     """
     if not apc.enabled:
         return {}
-    if apc.target_rate is None and texts is None:
+    if apc.target_rate is None and texts is None and not getattr(apc, "per_term", False):
         shift_bias(encoder.backbone, apc.shift)
         return {"shift": apc.shift, "rate_before": None, "rate_after": None, "probe_docs": 0}
     if texts is None:
         texts = probe_texts(apc.probe_dataset, apc.probe_docs)
-    ensure_output_bias(encoder.backbone)
+    bias = ensure_output_bias(encoder.backbone)
     m = max_logits(encoder, texts, max_length=apc.probe_max_length)
+    centred = None
+    if getattr(apc, "per_term", False):
+        m, centred = centre_terms(m)
+        with torch.no_grad():
+            bias.sub_(centred.to(bias.device, bias.dtype))
     before = activation_rate(m)
     if apc.target_rate is not None:
         c, after = solve_shift(m, apc.target_rate, apc.tolerance)
     else:
         c, after = float(apc.shift), activation_rate(m, apc.shift)
     shift_bias(encoder.backbone, c)
-    info = {"shift": c, "rate_before": before, "rate_after": after, "probe_docs": len(texts)}
+    info = {"shift": c, "rate_before": before, "rate_after": after, "probe_docs": len(texts),
+            "per_term": centred is not None}
     log.info("APC: b <- b - %.4f; activation rate %.3f -> %.3f on %d probe documents", c, before, after, len(texts))
     return info
