@@ -43,3 +43,16 @@ def test_vt_modernbert_paper_settings():
     a = cfg.vt.adapt
     assert (a.max_steps, a.lr, a.warmup_steps, a.global_batch_size, a.max_length) == (20000, 3e-4, 4000, 2048, 128)
     assert (a.mask_rate, a.new_token_weight, cfg.vt.apc.shift, cfg.vt.init) == (0.3, 2.0, 5.0, "semantic")
+
+
+def test_main_job_default_is_the_smollm2_laconic_curriculum():
+    """The embedded default of jobs/train_laconic.py trains the real SmolLM2 with both LACONIC phases (§2.3 pairs
+    with in-batch negatives, §2.4 BM25 hard negatives), LoRA in both (merged between phases)."""
+    from lexray.commands.train import LACONIC_RECIPE
+
+    cfg = load_config(LACONIC_RECIPE)
+    assert cfg.model.random_init is None and cfg.model.name_or_path.endswith(".gguf")
+    p1, p2 = cfg.train.phases
+    assert (p1.data, p1.num_negatives, p2.data) == ("title_abstract_pairs", 0, "hard_negatives")
+    assert p2.num_negatives >= 1 and p1.lora.enabled and p2.lora.enabled
+    assert cfg.data.dataset.endswith("scifact") and cfg.data.split == "test"
