@@ -168,3 +168,26 @@ def test_output_vocab_gradient_reaches_the_full_bias_and_hidden_states(splade_ti
     assert (g[others] == 0).all()
     enc.save_pretrained(tmp_path / "m")
     assert SparseEncoder.from_pretrained(tmp_path / "m").settings.output_ids == [1996, 2003, 4937, 8013]
+
+
+def test_unverified_head_runs_body_once_then_the_head_per_chunk(splade, monkeypatch):
+    """Without a fused layout the body runs once and the head per chunk (_head_pool), not the full (B, L, |V|)
+    logits of the whole backbone; a restricted output vocabulary is refused there."""
+    import lexray.models.encoder as encoder_mod
+
+    calls = []
+    real = encoder_mod._head_pool
+    monkeypatch.setattr(encoder_mod, "vocab_projection", lambda *a: None)
+    monkeypatch.setattr(encoder_mod, "_head_pool", lambda *a: calls.append(1) or real(*a))
+    batch = splade.tokenize([RHINO, "short text", "colds and wings"])
+    splade.settings.chunk_size = 2
+    try:
+        with torch.no_grad():
+            out = splade(**batch)
+        assert len(calls) == 2 and out.shape == (3, 30522)
+        splade.settings.output_ids = [1996, 2003]
+        with pytest.raises(NotImplementedError, match="output_ids"):
+            splade(**batch)
+    finally:
+        splade.settings.chunk_size = 16
+        splade.settings.output_ids = None

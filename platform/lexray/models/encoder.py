@@ -156,22 +156,24 @@ class SparseEncoder(nn.Module):
             return self._bag_of_tokens(input_ids, pool_mask)
         chunk = self.settings.chunk_size
         grad = torch.is_grad_enabled()
-        ids = self._output_index(input_ids.device)
+        ids = self._output_index(input_ids.device)  # None: score all of |V|
+        # None: no split or an unverified head → chunked / full-logits paths
+        proj = vocab_projection(self.backbone, self.settings.kind) if self._split is not None else None
+        if ids is not None and proj is None:
+            raise NotImplementedError(
+                f"settings.output_ids (a restricted output vocabulary) needs a verified head layout (BERT MLM or a "
+                f"decoder lm_head Linear); {type(self.backbone).__name__} has none")
         if self._split is not None:
             body, head = self._split
             hidden = body(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-            proj = vocab_projection(self.backbone, self.settings.kind)  # None: unverified head → chunked path
-            if proj is not None and ids is not None:  # score only the collection's terms (settings.output_ids)
+            if proj is not None:  # fused, vocabulary-blocked head (never builds (B, L, |V|)); see fused_head.py
+                if ids is None:
+                    return fused_splade_max_pool(proj, hidden, pool_mask)
+                # only the collection's terms (settings.output_ids), scattered back into |V| columns
                 sub = VocabProjection(proj.transform, proj.weight.index_select(0, ids),
                                       None if proj.bias is None else proj.bias.index_select(0, ids))
                 w = fused_splade_max_pool(sub, hidden, pool_mask)
                 return w.new_zeros(w.shape[0], self.vocab_size).index_copy(1, ids, w)
-            if proj is not None:  # fused, vocabulary-blocked head (never builds (B, L, |V|)); see fused_head.py
-                return fused_splade_max_pool(proj, hidden, pool_mask)
-        if ids is not None:
-            raise NotImplementedError(
-                f"settings.output_ids (a restricted output vocabulary) needs a verified head layout (BERT MLM or a "
-                f"decoder lm_head Linear); {type(self.backbone).__name__} has none")
             outs = []
             for s in range(0, hidden.shape[0], chunk):
                 h, m = hidden[s:s + chunk], pool_mask[s:s + chunk]
