@@ -163,6 +163,8 @@ def test_output_vocab_gradient_reaches_the_full_bias_and_hidden_states(splade_ti
     w.sum().backward()
     g = bias.grad
     assert g is not None and (g[[1996, 2003, 4937, 8013]] != 0).any()
+    body = enc.backbone.bert.encoder.layer[0].attention.self.query.weight.grad   # through the hidden states
+    assert body is not None and body.abs().sum() > 0
     others = torch.ones_like(g, dtype=torch.bool)
     others[[1996, 2003, 4937, 8013]] = False
     assert (g[others] == 0).all()

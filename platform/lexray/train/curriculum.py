@@ -29,9 +29,9 @@ def build_encoder(model_cfg: ModelConfig, init_dir: str | None):
 def apply_lora(encoder, lora: LoraConfig):
     """Wrap the encoder's backbone with peft LoRA adapters (in place); returns the ``PeftModel`` (or None).
 
-    Only adapter weights stay trainable, plus the output bias with ``lora.train_output_bias``. Raises ValueError when no ``target_modules`` exist in the backbone
-    (e.g. the decoder defaults ``q_proj..down_proj`` on a BERT backbone: BERT's are ``query``, ``key``, ``value``,
-    ``dense``).
+    Only adapter weights stay trainable, plus the output bias with ``lora.train_output_bias``. Raises ValueError
+    when no ``target_modules`` exist in the backbone (e.g. the decoder defaults ``q_proj..down_proj`` on a BERT
+    backbone: BERT's are ``query``, ``key``, ``value``, ``dense``).
     """
     if not lora.enabled:
         return None

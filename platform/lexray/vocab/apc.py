@@ -109,21 +109,23 @@ def probe_texts(dataset: str, n_docs: int) -> list[str]:
 def apply_apc(encoder, apc, texts: list[str] | None = None) -> dict:
     """Apply an :class:`lexray.config.ApcConfig` to a :class:`~lexray.models.SparseEncoder` in place.
 
-    Returns ``{"shift", "rate_before", "rate_after", "probe_docs"}`` (rates are None when only ``shift`` is set
-    and no ``texts`` were passed). A no-op returning ``{}`` when neither ``apc.shift`` nor ``apc.target_rate`` is
-    set.
+    With ``apc.per_term`` every term is first centred on the probe (:func:`centre_terms`), then shifted by c.
+
+    Returns ``{"shift", "rate_before", "rate_after", "probe_docs", "per_term"}`` (rates are None when only a plain
+    ``shift`` is set and no ``texts`` were passed; rates count all of |V|, also terms outside a restricted output
+    vocabulary). A no-op returning ``{}`` when neither ``apc.shift`` nor ``apc.target_rate`` is set.
     """
     if not apc.enabled:
         return {}
-    if apc.target_rate is None and texts is None and not getattr(apc, "per_term", False):
+    if apc.target_rate is None and texts is None and not apc.per_term:
         shift_bias(encoder.backbone, apc.shift)
-        return {"shift": apc.shift, "rate_before": None, "rate_after": None, "probe_docs": 0}
+        return {"shift": apc.shift, "rate_before": None, "rate_after": None, "probe_docs": 0, "per_term": False}
     if texts is None:
         texts = probe_texts(apc.probe_dataset, apc.probe_docs)
     bias = ensure_output_bias(encoder.backbone)
     m = max_logits(encoder, texts, max_length=apc.probe_max_length)
     centred = None
-    if getattr(apc, "per_term", False):
+    if apc.per_term:
         m, centred = centre_terms(m)
         with torch.no_grad():
             bias.sub_(centred.to(bias.device, bias.dtype))
