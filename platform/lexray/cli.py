@@ -43,6 +43,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("reencode", "lexray.commands.reencode:main", "reencode.py", "re-encode a corpus with a new checkpoint"),
     Command("migrate-vocab", "lexray.commands.migrate_vocab:main", "migrate_vocab.py",
             "move an index or model to another vocabulary"),
+    Command("vt-ablation", "lexray.commands.vt_ablation:main", "vt_ablation.py",
+            "VT Table 3 at SciFact scale: every row (migration + the same short SPLADE training) -> table.md"),
     Command("pyserini", "lexray.index.lucene.pyserini_cli:main", "",
             "run a Pyserini module with lexray's Java set-up (e.g. pyserini.search.lucene --impact ...)"),
 )
