@@ -36,7 +36,8 @@ def test_native_row_is_the_source_with_the_migrations_apc(rows):
     ft = load_config(ablation.FINETUNE_RECIPE, _sets(ablation.row_commands(rows[0], ablation.REPO_ROOT)[0]))
     assert ft.model.name_or_path == mig.model.name_or_path
     assert ft.model.num_layers == mig.model.num_layers
-    assert ft.model.apc.target_rate == mig.vt.apc.target_rate
+    assert ft.model.apc.target_rate == mig.vt.apc.target_rate and ft.model.apc.shift == mig.vt.apc.shift
+    assert ft.model.apc.per_term == mig.vt.apc.per_term
     assert ft.model.apc.probe_docs == mig.vt.apc.probe_docs
     assert ft.model.apc.probe_max_length == mig.vt.apc.probe_max_length
 
@@ -64,7 +65,9 @@ def test_collect_reads_the_trained_entry_and_skips_done_rows(rows, tmp_path):
     ft.mkdir(parents=True)
     entry = lambda nd: {"metrics": {"nDCG@10": nd, "R@100": 0.7}, "efficiency": {  # noqa: E731
         "avg_query_nnz": 30.0, "index_avg_nnz_per_doc": 300.0, "index_flops": 12.5}}
-    (ft / "metrics.json").write_text(json.dumps([entry(0.1), entry(0.5)]))
+    (ft / "metrics.json").write_text(json.dumps(entry(0.3)))  # --no-zero-shot: one object
+    assert ablation.collect(r, tmp_path, [1.0], [])["metrics"]["nDCG@10"] == 0.3
+    (ft / "metrics.json").write_text(json.dumps([entry(0.1), entry(0.5)]))  # zero-shot, then trained
     res = ablation.collect(r, tmp_path, [60.0, 120.0], ablation.row_commands(r, tmp_path))
     assert res["metrics"]["nDCG@10"] == 0.5 and res["wall_s"] == 180.0
     table = ablation.markdown([res])

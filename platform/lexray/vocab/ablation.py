@@ -74,7 +74,8 @@ def native_overrides(migrate_recipe: Path, migrate_sets: tuple[str, ...] = ()) -
     elif apc.shift is not None:
         sets.append(f"model.apc.shift={apc.shift}")
     if apc.enabled:
-        sets += [f"model.apc.probe_docs={apc.probe_docs}", f"model.apc.probe_dataset={apc.probe_dataset}"]
+        sets += [f"model.apc.per_term={str(apc.per_term).lower()}", f"model.apc.probe_docs={apc.probe_docs}",
+                 f"model.apc.probe_dataset={apc.probe_dataset}"]
         if apc.probe_max_length is not None:
             sets.append(f"model.apc.probe_max_length={apc.probe_max_length}")
     return tuple(sets)
@@ -106,10 +107,11 @@ def shell_line(cmd: list[str]) -> str:
 
 
 def collect(row: Row, out: Path, seconds: list[float], cmds: list[list[str]]) -> dict:
-    """Read the row's ``ft/metrics.json`` (its last entry: the trained model) and ``vt_report.json``."""
+    """Read the row's ``ft/metrics.json`` (the trained model: the file's object, or its list's last entry) and
+    ``vt_report.json``."""
     d = out / row.name
     entries = json.loads((d / "ft" / "metrics.json").read_text())
-    e = entries[-1]
+    e = entries[-1] if isinstance(entries, list) else entries  # one evaluated model: a single object
     eff = e["efficiency"]
     res = {"row": row.name, "label": row.label, "metrics": e["metrics"],
            "avg_query_terms": eff.get("avg_query_nnz"), "avg_doc_terms": eff.get("index_avg_nnz_per_doc"),
