@@ -210,10 +210,13 @@ class EncodeConfig(_Section):
     torch_threads: int | None = Field(None, ge=1, description="intra-op threads per actor; None = "
                                       "max(1, ceil(cpus_per_actor)) — one per reserved CPU, at least one")
     reader_cpus: float = Field(0.25, gt=0, description="Ray CPU reservation of the corpus read task")
-    rows_per_shard: int = Field(1_000, ge=1, description="documents per Parquet shard (also the unit of work "
-                                "handed to one actor, and of resume): small enough that a small corpus still "
-                                "keeps every actor busy (SciFact: 6 shards); row groups inside are sized by "
-                                "postings, so large corpora lose nothing")
+    rows_per_shard: int | None = Field(
+        None, ge=1, description="documents per Parquet shard (also the unit of work handed to one actor, and of "
+        "resume). None = auto (lexray.encode.pipeline.auto_rows_per_shard): ceil(N / 32) for a corpus of N "
+        "documents, clamped to [128, 1,000], so a small corpus is cut fine enough that no actor waits long on "
+        "another's last shard (SciFact: 32 shards of 162 rows instead of five of 1,000 and one of 183) and a "
+        "large one keeps 1,000-row shards; a folder being resumed keeps the value it was made with. Row groups "
+        "inside a shard are sized by postings, so large corpora lose nothing")
     doc_top_k: int | None = Field(None, ge=1, description="keep the k largest weights per document; None = the "
                                   "encoder settings' doc_top_k (None there = keep all)")
     threshold: float = Field(0.0, ge=0, description="keep weights strictly greater than this")

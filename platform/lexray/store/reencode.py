@@ -224,7 +224,7 @@ def _run(store: Path, cat: Catalog, cfg: LexrayConfig, dataset: Path, corpus: Pa
     import pyarrow.parquet as pq
 
     from lexray.data.beir import ReadReport
-    from lexray.encode.pipeline import encode_payloads
+    from lexray.encode.pipeline import auto_rows_per_shard, encode_payloads
     from lexray.encode.shards import file_sha256
 
     t = time.perf_counter()
@@ -271,7 +271,7 @@ def _run(store: Path, cat: Catalog, cfg: LexrayConfig, dataset: Path, corpus: Pa
 
     version = cat.next_version()
     n_todo = len(scan) if todo_ids is None else len(todo_ids)
-    rows_per_shard = cfg.encode.rows_per_shard
+    rows_per_shard = cfg.encode.rows_per_shard or auto_rows_per_shard(n_todo)
     n_shards = -(-n_todo // rows_per_shard)
     t = time.perf_counter()
     payloads = functools.partial(_store_payloads, str(dataset), cfg.data.on_error, todo_ids, rows_per_shard,
