@@ -94,12 +94,12 @@ def _gather_rows(hidden: torch.Tensor, pos: list[torch.Tensor]) -> list[torch.Te
 def _max_tiles(hidden: torch.Tensor, weight: torch.Tensor, pos: list[torch.Tensor], block: int) -> torch.Tensor:
     """z_{b,v} = max_{i ∈ pos_b} h_{b,i}·W_v, (B, |V|), without arg-max bookkeeping (the inference path).
 
-    Loop order: vocabulary block outside, sequence inside. A (block, H) slice of W (256 KB for 512 × 128 float32)
-    is then read from memory once per batch and stays in the core's cache while every sequence's (l_b, H)
-    positions are multiplied with it; the (l_b, block) tile is reduced by max at once. The other order (each
-    sequence against all of W) streams the whole |V| × H matrix (15.6 MB for BERT) from memory once per
-    *sequence*: on the 2-core machine two encoder processes doing that share the L3 and measured 87-90 % of the
-    single-core matmul peak against 93-96 % for this order (issue 13, docs/indexing.md). Same tiles, same
+    Loop order: vocabulary block outside, sequence inside. A (block, H) slice of W (1 MB at the default
+    2,048 × 128 float32) is then read from memory once per batch and stays in cache while every sequence's
+    (l_b, H) positions are multiplied with it; the (l_b, block) tile is reduced by max at once. The other order
+    (each sequence against all of W) streams the whole |V| × H matrix (15.6 MB for BERT) from memory once per
+    *sequence*: on the 2-core machine two encoder processes doing that share the L3 and measured 88-89 % of the
+    single-core matmul peak against 95-98 % for this order (issue 13, docs/indexing.md). Same tiles, same
     products: the output is bit-identical to the sequence-outer order."""
     B, V = hidden.shape[0], weight.shape[0]
     z = torch.full((B, V), float("-inf"), dtype=hidden.dtype, device=hidden.device)
