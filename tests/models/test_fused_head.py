@@ -90,3 +90,21 @@ def test_unverified_head_and_bad_shapes(splade_tiny_dir):
     proj = vocab_projection(_splade(splade_tiny_dir), "mlm")
     with pytest.raises(ValueError, match="pool_mask"):
         fused_splade_max_pool(proj, torch.zeros(2, 4, 128), torch.ones(2, 5, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("block", [7, 2048])
+def test_inference_and_training_forwards_give_bit_identical_weights(block):
+    """The inference path (no arg-max) and the autograd forward run the same tiles in the same order: an encoder
+    scores a document exactly as it was scored in training, whatever the block size or rows without positions."""
+    from lexray.models.fused_head import _FusedSpladeMax, _max_tiles, _positions
+
+    torch.manual_seed(0)
+    hidden = torch.randn(3, 11, 16, requires_grad=True)
+    weight = (torch.randn(50, 16) * 0.1).requires_grad_()
+    mask = torch.rand(3, 11) > 0.3
+    mask[1] = False  # a sequence without any pooled position
+    pos = _positions(mask)
+    z_infer = _max_tiles(hidden.detach(), weight.detach(), pos, block)
+    z_train = _FusedSpladeMax.apply(hidden, weight, pos, block)
+    assert torch.equal(z_infer, z_train.detach())
+    assert torch.isinf(z_infer[1]).all() and torch.isfinite(z_infer[[0, 2]]).all()
