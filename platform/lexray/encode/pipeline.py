@@ -106,15 +106,11 @@ def count_corpus_rows(corpus: str | os.PathLike, max_docs: int | None = None) ->
     return n if max_docs is None else min(n, max_docs)
 
 
-def _resolve_rows_per_shard(cfg: EncodeConfig, out: Path, corpus: Path, max_docs: int | None) -> int:
-    """The configured rows per shard; for None, the value the folder was made with (so a resumed run keeps its
-    layout and fingerprint), else :func:`auto_rows_per_shard` of the corpus size."""
+def _resolve_rows_per_shard(cfg: EncodeConfig, old: Manifest | None, corpus: Path, max_docs: int | None) -> int:
+    """The configured rows per shard; for None, the value the folder's manifest ``old`` was made with (so a
+    resumed run keeps its layout and fingerprint), else :func:`auto_rows_per_shard` of the corpus size."""
     if cfg.rows_per_shard is not None:
         return cfg.rows_per_shard
-    try:
-        old = load_manifest(out)
-    except ValueError:
-        old = None
     if old is not None and old.rows_per_shard:
         return int(old.rows_per_shard)
     return auto_rows_per_shard(count_corpus_rows(corpus, max_docs))
@@ -589,7 +585,14 @@ def _encode_locked(model_cfg: ModelConfig, dataset: Path, corpus: Path, out: Pat
     backend = backend or cfg.backend
     overwrite = cfg.overwrite if overwrite is None else overwrite
     remove_stale_tmp(out)
-    cfg = cfg.model_copy(update={"rows_per_shard": _resolve_rows_per_shard(cfg, out, corpus, max_docs)})
+    try:
+        old = load_manifest(out)
+    except ValueError:
+        if not overwrite:
+            raise
+        old = None
+        _clear(out)
+    cfg = cfg.model_copy(update={"rows_per_shard": _resolve_rows_per_shard(cfg, old, corpus, max_docs)})
     report = report if report is not None else ReadReport()
 
     identity = {
@@ -602,13 +605,6 @@ def _encode_locked(model_cfg: ModelConfig, dataset: Path, corpus: Path, out: Pat
     if cfg.batching != "length_sorted":  # only when set, so folders made before the knob keep their fingerprint
         identity["batching"] = cfg.batching
     fp = fingerprint(identity)
-    try:
-        old = load_manifest(out)
-    except ValueError:
-        if not overwrite:
-            raise
-        old = None
-        _clear(out)
     if old is not None and old.fingerprint != fp:
         if not overwrite:
             raise ManifestMismatchError(
