@@ -201,6 +201,8 @@ def pipeline(model: str, dataset: Path, n_docs: int, out_dir: Path, encode_kw: d
             "actor_init_s_sum": tm.get("actor_init", 0.0), "shard_total_s_sum": tm.get("shard_total", 0.0),
             "stages_s_sum_over_actors": stages,
             "ray_overhead_s": max(0.0, wall - tm.get("prepare", 0.0) - busy),
+            # fixed cost, whatever the corpus size: before the first shard started / after the last one ended
+            "to_first_shard_s": tm.get("to_first_shard"), "after_last_shard_s": tm.get("after_last_shard"),
             "padding_efficiency": tm["real_tokens"] / tm["padded_tokens"] if tm.get("padded_tokens") else None,
             "postings": m.totals.postings, "avg_nnz": m.totals.avg_nnz, "encode_config": encode_kw,
             "model_overrides": model_kw or {}, "load_avg_before": load_before, "load_avg_after": _load()}

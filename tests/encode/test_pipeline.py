@@ -72,6 +72,11 @@ def test_schema_exact_and_every_document_exactly_once(encoded, scifact_dir):
     assert [s.rows for s in m.shards] == [ROWS] * (N_DOCS // ROWS)
     assert m.shards[0].first_doc_id == expected[0] and m.shards[-1].last_doc_id == expected[-1]
     assert m.timings["head_pool"] > 0 and m.timings["padded_tokens"] >= m.timings["real_tokens"] > 0
+    # fixed cost around the shards (actor start and model load before the first one; collection after the last):
+    # both measured, and together with any shard's own time within the wall time
+    wall = m.totals.encode_seconds
+    assert m.timings["to_first_shard"] > 0 and m.timings["after_last_shard"] >= 0
+    assert m.timings["to_first_shard"] + min(s.encode_seconds for s in m.shards) + m.timings["after_last_shard"] < wall
 
 
 @pytest.mark.timeout(240)

@@ -122,6 +122,7 @@ _SUMMARY_SCHEMA = pa.schema([
     ("t_total", pa.float64()), ("t_init", pa.float64()), ("real_tokens", pa.int64()),
     ("padded_tokens", pa.int64()), ("vocab_size", pa.int64()), ("settings_json", pa.string()),
     ("pid", pa.int64()), ("file", pa.string()), ("sha256", pa.string()),
+    ("started_at", pa.float64()), ("ended_at", pa.float64()),
 ])
 
 _MODEL_FILE_SUFFIXES = (".safetensors", ".bin", ".json", ".txt", ".model", ".tiktoken")
@@ -452,6 +453,7 @@ class ShardEncoder:
         """Encode one shard, write ``file`` (default ``part-<index>.parquet``) atomically, return its summary row
         (with the sha256 of the written bytes)."""
         t0 = time.perf_counter()
+        started_at = time.time()
         offsets, ids, ws, st = self.encode_texts(texts)
         t = time.perf_counter()
         table = shard_table(doc_ids, offsets, ids, ws, metadata=shard_metadata(self.fp, index))
@@ -464,7 +466,7 @@ class ShardEncoder:
                "t_init": self._t_init, "real_tokens": int(st.get("real_tokens", 0)),
                "padded_tokens": int(st.get("padded_tokens", 0)), "vocab_size": int(self.encoder.vocab_size),
                "settings_json": self.encoder.settings.model_dump_json(), "pid": os.getpid(), "file": file,
-               "sha256": sha}
+               "sha256": sha, "started_at": started_at, "ended_at": time.time()}
         self._t_init = 0.0  # count the model load once per actor
         return row
 
@@ -661,6 +663,8 @@ def _encode_locked(model_cfg: ModelConfig, dataset: Path, corpus: Path, out: Pat
     timings: dict[str, float] = defaultdict(float)
     pids: set[int] = set()
     t_start = time.perf_counter()
+    t_start_unix = time.time()
+    first_start = last_end = None
     timings["prepare"] = t_start - t_call  # hashing model and corpus, validating/planning, verifying old shards
     if todo:
         results = encode_payloads(
@@ -686,6 +690,8 @@ def _encode_locked(model_cfg: ModelConfig, dataset: Path, corpus: Path, out: Pat
             timings["padded_tokens"] += row["padded_tokens"]
             pids.add(row["pid"])
             timings["actors"] = float(len(pids))
+            first_start = min(first_start or row["started_at"], row["started_at"])
+            last_end = max(last_end or row["ended_at"], row["ended_at"])
             manifest.vocab_size = manifest.model.vocab_size = row["vocab_size"]
             settings = json.loads(row["settings_json"])
             manifest.model.settings = settings
@@ -696,6 +702,12 @@ def _encode_locked(model_cfg: ModelConfig, dataset: Path, corpus: Path, out: Pat
         if bar is not None:
             bar.close()
     wall = time.perf_counter() - t_start
+    if first_start is not None:
+        # fixed cost before any document is encoded (worker/actor start, imports, model load), and after the last
+        # shard (result collection); wall clocks of the encoder processes, so exact on one node and within clock
+        # skew on a cluster (issue 13, docs/indexing.md)
+        timings["to_first_shard"] = max(0.0, first_start - t_start_unix)
+        timings["after_last_shard"] = max(0.0, t_start_unix + wall - last_end)
     missing = [s.file for s in plan if s.postings is None or s.sha256 is None]
     if missing:
         raise RuntimeError(f"encoding finished without writing shards {missing[:5]}")
