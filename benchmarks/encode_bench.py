@@ -39,7 +39,7 @@ Roofline: FLOPs per real (unpadded) token from the model's shapes, and this mach
 ÷ peak, end to end, for lexray and for the baseline. Goal: lexray ≥ 0.70 in float32, |Δw| ≤ 1e-5 (issue 13).
 
 End to end means encoding the corpus, so the default is the whole corpus. The pipeline's fixed cost before its first
-shard (``to_first_shard_s``: worker and actor start, torch/transformers imports, model load; 5.7-6.2 s on the 2-core
+shard (``to_first_shard_s``: worker and actor start, torch/transformers imports, model load; 5.4-6.2 s on the 2-core
 VM) does not grow with the corpus: over SciFact's 5,183 documents it is 8-9 % of the wall time, over a first
 ``--docs 2000`` (the default until 2026-11-25, quicker because the plain loop is slow) 19-20 %, which alone keeps
 that run below 0.70 (docs/indexing.md, "2026-11-25, later session").
