@@ -1,4 +1,4 @@
-"""Encode a BEIR corpus into Parquet sparse shards with Ray Data (resumable; see docs/encoding.md).
+"""Encode a BEIR corpus into Parquet sparse shards with Ray Data (resumable; see docs/indexing.md).
 
     python jobs/encode_corpus.py --model ../shared/models/splade-tiny --dataset ../shared/datasets/scifact \\
         --out outputs/scifact-shards [--config recipe.yaml] [--set encode.batch_size=64 ...]
