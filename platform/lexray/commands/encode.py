@@ -59,8 +59,9 @@ def main(argv: list[str] | None = None) -> dict:
     if stages:
         print(f"encoder seconds by stage: {json.dumps(stages)}")
     if "to_first_shard" in manifest.timings:
-        print(f"fixed cost: {manifest.timings['to_first_shard']:.1f} s before the first shard started (encoder start, "
-              f"imports, model load), {manifest.timings['after_last_shard']:.1f} s after the last one ended")
+        print(f"fixed cost: {manifest.timings['to_first_shard']:.1f} s before the first shard started (Ray start if this "
+              f"job started it, encoder start, imports, model load), {manifest.timings['after_last_shard']:.1f} s after "
+              f"the last one ended")
     print(f"manifest: {args.out}/manifest.json")
     print_outputs(args.out)
     return manifest.model_dump(mode="json")

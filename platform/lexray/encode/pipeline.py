@@ -703,9 +703,9 @@ def _encode_locked(model_cfg: ModelConfig, dataset: Path, corpus: Path, out: Pat
             bar.close()
     wall = time.perf_counter() - t_start
     if first_start is not None:
-        # fixed cost before any document is encoded (worker/actor start, imports, model load), and after the last
-        # shard (result collection); wall clocks of the encoder processes, so exact on one node and within clock
-        # skew on a cluster (issue 13, docs/indexing.md)
+        # fixed cost before any document is encoded (Ray start when no session is up yet, worker/actor start,
+        # imports, model load) and after the last shard (result collection); wall clocks of the encoder processes,
+        # so exact on one node and within clock skew on a cluster (issue 13, docs/indexing.md)
         timings["to_first_shard"] = max(0.0, first_start - t_start_unix)
         timings["after_last_shard"] = max(0.0, t_start_unix + wall - last_end)
     missing = [s.file for s in plan if s.postings is None or s.sha256 is None]
