@@ -12,15 +12,16 @@ build yet run ``jobs/<job file>`` from the source checkout when it exists (``pyt
 
 Errors: a failing command prints one line, ``lexray <command>: error: <message>``, and exits with status 1;
 ``--debug`` (anywhere on the command line) shows the traceback instead. Ctrl-C exits with 130.
+``--verbose`` (anywhere) keeps every library's own console output (lexray.console).
 """
 
 from __future__ import annotations
 
 import importlib
-import logging
-import os
 import sys
 from typing import NamedTuple
+
+from lexray.console import quiet_console
 
 
 class Command(NamedTuple):
@@ -77,25 +78,9 @@ def resolve(cmd: Command):
     return ns["main"]
 
 
-def quiet_console() -> None:
-    """Silence output the user cannot act on (progress bars of weight loading, Ray's token-auth notice,
-    Ray Data's execution-plan INFO lines). Real warnings and errors still show."""
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # inherited by local Ray workers too
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    try:
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.disable_progress_bar()
-    except ImportError:  # pragma: no cover - transformers is a dependency
-        pass
-    for name, level in (("ray._private.authentication.authentication_token_setup", logging.ERROR),
-                        ("ray.data", logging.WARNING), ("ray.data._internal", logging.WARNING)):
-        logging.getLogger(name).setLevel(level)
-
-
 def _usage() -> str:
     width = max(len(c.name) for c in COMMANDS)
-    lines = ["usage: lexray [--debug] <command> [args]   (lexray <command> --help for its options)", "",
+    lines = ["usage: lexray [--debug] [--verbose] <command> [args]   (lexray <command> --help for its options)", "",
              "commands:"]
     lines += [f"  {c.name:<{width}}  {c.help}" for c in COMMANDS]
     return "\n".join(lines)
@@ -104,7 +89,8 @@ def _usage() -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
-    argv = [a for a in argv if a != "--debug"]
+    verbose = "--verbose" in argv
+    argv = [a for a in argv if a not in ("--debug", "--verbose")]
     if not argv or argv[0] in ("-h", "--help"):
         print(_usage())
         return 0 if argv else 2
@@ -113,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     if cmd is None:
         print(f"lexray: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
-    quiet_console()
+    quiet_console(verbose=verbose)
     try:
         fn = resolve(cmd)
         fn(rest)

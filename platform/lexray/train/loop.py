@@ -32,7 +32,6 @@ name resumes from the latest checkpoint.
 from __future__ import annotations
 
 import contextlib
-import logging
 import math
 import os
 import tempfile
@@ -45,6 +44,7 @@ import torch
 from torch import nn
 
 from lexray.config import LexrayConfig, PhaseConfig
+from lexray.console import quiet_ray_train_reports
 from lexray.data.collate import Batch, StepSampler, collate
 from lexray.losses import (
     FlopsSchedule,
@@ -380,22 +380,11 @@ def train_func(config: dict) -> None:
     """Ray Train worker entry point. ``config``: ``{"cfg": LexrayConfig as JSON dict, "run_dir": str,
     "fault_injection": {"step", "marker", "phase"} | None, "evaluator": see run_phases | None}``."""
     cfg = LexrayConfig.model_validate(config["cfg"])
-    _quiet_ray_train_reports()
+    quiet_ray_train_reports()
     set_cpu_threads(cfg)
     torch.manual_seed(cfg.train.seed)
     run_phases(cfg, Path(config["run_dir"]), RayReporter(), config.get("fault_injection"),
                evaluator=config.get("evaluator"))
-
-
-def _quiet_ray_train_reports() -> None:
-    """Ray Train V2 logs every ``ray.train.report`` at INFO ("Reporting training result …" with the whole
-    metrics dict, once per rank and report) under a logger named after its module file, which buries lexray's
-    one console line per logged step. Raise that logger to WARNING; a Ray without the module is left alone."""
-    try:
-        from ray.train.v2._internal.execution import context
-    except ImportError:
-        return
-    logging.getLogger(context.__file__).setLevel(logging.WARNING)
 
 
 # ---------------------------------------------------------------------------------------------- driver side
