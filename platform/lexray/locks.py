@@ -73,6 +73,10 @@ class FolderLock:
         self.held = False
 
     def acquire(self) -> FolderLock:
+        """Create the lock file atomically (O_EXCL) with this process's pid, host, start time and command.
+
+        Raises :class:`LockHeldError` naming the holder when another run holds it; a holder that is no longer
+        running (a stale lock) is taken over only with ``break_stale=True``."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         me = {"pid": os.getpid(), "host": socket.gethostname(),
               "started_at": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
@@ -104,6 +108,7 @@ class FolderLock:
         raise LockHeldError(f"{self.path}: could not take the lock")  # pragma: no cover - raced twice
 
     def release(self) -> None:
+        """Remove the lock file if this process holds it (a lock taken over by another process is left alone)."""
         if self.held:
             holder = read_lock(self.path) or {}
             if holder.get("pid") == os.getpid():

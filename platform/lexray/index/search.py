@@ -1,7 +1,7 @@
 """Exact top-k retrieval by sparse dot product over the memory-mapped inverted index of :mod:`lexray.index.build`.
 
 Why exact and term-at-a-time: evaluation must measure the *model*, not an approximate search, so the score of
-every document is ``s(q, d) = Σ_t q_t · w_{t,d}`` (SPLADE, Formal et al. 2021, §3; or the quantized
+every document is ``s(q, d) = Σ_t q_t · w_{t,d}`` (SPLADE, Formal et al. 2021, arXiv:2107.05720, §3; or the quantized
 ``Σ_t q_t · impact_{t,d} · quant_scale`` with ``use_impacts``). Term-at-a-time over a dense float32 accumulator
 touches each posting of each query term exactly once (Σ_t df_t work per query), with no per-document
 bookkeeping.

@@ -1,7 +1,7 @@
 """Approximate top-k with Seismic (pyseismic-lsr), built from a lexray inverted index folder.
 
 Seismic (Bruch, Nardini, Rulli, Venturini, "Efficient Inverted Indexes for Approximate Retrieval over Learned
-Sparse Representations", SIGIR 2024) keeps, per term, only the ``n_postings`` highest-weight postings, clusters
+Sparse Representations", SIGIR 2024, arXiv:2404.18812) keeps, per term, only the ``n_postings`` highest-weight postings, clusters
 each list into blocks with a summary vector, and at query time scans blocks whose summary bound beats
 ``heap_factor`` × the current k-th score, using the ``query_cut`` highest-weight query terms. It is approximate:
 lexray uses it as an opt-in backend (``eval.backend: seismic``) and always reports its recall@10 against the exact

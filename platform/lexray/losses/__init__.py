@@ -1,4 +1,4 @@
-"""Training losses: InfoNCE (LACONIC eq. (2)), MarginMSE, FLOPS and L1 regularizers, λ schedules, L0 statistics."""
+"""Training losses: InfoNCE (LACONIC, arXiv:2601.01684, eq. (2)), MarginMSE, FLOPS and L1 regularizers, λ schedules, L0 statistics."""
 
 from lexray.losses.flops import FlopsSchedule, flops_loss, lambda_at
 from lexray.losses.infonce import gather_with_grad, infonce_loss, infonce_scores, world_info

@@ -1,5 +1,6 @@
 """FLOPS sparsity regularizer (Paria et al. 2020, "Minimizing FLOPs to Learn Efficient Sparse Representations",
-§3; as used by SPLADE, Formal et al. 2021, and LACONIC §2.2) and the warm-up schedules of its weights λ_Q, λ_D.
+arXiv:2004.05665, §3; as used by SPLADE, Formal et al. 2021, arXiv:2107.05720, and LACONIC, arXiv:2601.01684,
+§2.2) and the warm-up schedules of its weights λ_Q, λ_D.
 
 ``FLOPS(W) = Σ_j ( (1/n) Σ_i |w_ij| )²`` over a batch of n representations (n, |V|): the squared mean activation of
 each vocabulary term, summed. Its expectation approximates the expected number of floating-point operations of
@@ -62,9 +63,9 @@ def lambda_at(step: int, lam: float, warmup_steps: int, schedule: Schedule = "qu
 
     With ``r = min(1, step / T)`` for ``T = warmup_steps``:
 
-    * ``quadratic``: ``λ·r²`` — SPLADE's schedule (Formal et al. 2021, §4: λ grows quadratically to its
+    * ``quadratic``: ``λ·r²`` — SPLADE's schedule (Formal et al. 2021, arXiv:2107.05720, §4: λ grows quadratically to its
       final value over the first T steps; naver/splade ``RegWeight``).
-    * ``exponential``: ``λ·exp(−5(1−r)²)`` — the "exponential ramp-up" of Laine & Aila 2017 (§3.1); LACONIC §2.3-2.4
+    * ``exponential``: ``λ·exp(−5(1−r)²)`` — the "exponential ramp-up" of Laine & Aila 2017, arXiv:1610.02242 (§3.1); LACONIC §2.3-2.4
       names an exponential warm-up without giving its formula, this is the standard one (starts at λ·e⁻⁵ ≈ 0.0067λ).
     * ``linear``: ``λ·r``.
     * ``constant``: ``λ``.
@@ -95,6 +96,7 @@ class FlopsSchedule:
 
     @classmethod
     def from_config(cls, cfg) -> FlopsSchedule:
+        """From a phase's ``flops`` config section (``lambda_q``, ``lambda_d``, ``warmup_steps``, ``schedule``)."""
         return cls(cfg.lambda_q, cfg.lambda_d, cfg.warmup_steps, cfg.schedule)
 
     def __call__(self, step: int) -> tuple[float, float]:

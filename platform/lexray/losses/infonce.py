@@ -1,6 +1,6 @@
-"""InfoNCE ranking loss with hard and in-batch negatives (LACONIC eq. (2); Oord et al. 2018).
+"""InfoNCE ranking loss with hard and in-batch negatives (LACONIC, arXiv:2601.01684, eq. (2); Oord et al. 2018, arXiv:1807.03748).
 
-Source: ../shared/papers/laconic.txt §2.2, eq. (2):
+Source: LACONIC (arXiv:2601.01684), ../shared/papers/laconic.txt §2.2, eq. (2):
 ``L_rank(Q, D+, {D_N}) = -log( e^{s(Q,D+)} / (e^{s(Q,D+)} + Σ_{D-} e^{s(Q,D-)}) )`` with ``s(Q, D) = <Q, D>``;
 §2.3 uses in-batch negatives only, §2.4 one positive + 15 hard negatives + in-batch negatives. A temperature τ
 divides the scores (τ = 1 is the paper's loss).

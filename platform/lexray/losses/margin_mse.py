@@ -1,9 +1,9 @@
 """MarginMSE distillation loss (Hofstätter et al. 2020, "Improving Efficient Neural Ranking Models with
-Cross-Architecture Knowledge Distillation", eq. (1)).
+Cross-Architecture Knowledge Distillation", arXiv:2010.02666, eq. (1)).
 
 ``L = mean_{q, n} ( (s(q, d+) - s(q, d-_n)) - (t(q, d+) - t(q, d-_n)) )²`` with student scores ``s = <Q, D>`` and
 teacher scores ``t`` (e.g. a cross-encoder). Only score *margins* are matched, so teacher and student scores may
-live on different scales — why SPLADE v2 distillation uses it. With N hard negatives per query every (positive,
+live on different scales — why SPLADE v2 (arXiv:2109.10086) distillation uses it. With N hard negatives per query every (positive,
 negative) pair is one term.
 """
 

@@ -1,4 +1,4 @@
-"""Activation Potential Calibration (APC, ../shared/papers/vocabulary-transfer-vt.txt §4.2.3, Table 5).
+"""Activation Potential Calibration (APC, arXiv:2607.00004, ../shared/papers/vocabulary-transfer-vt.txt §4.2.3, Table 5).
 
 SPLADE's ReLU makes the sparsity of a representation depend on where the logits sit relative to 0: globally low
 logits give dead dimensions, globally high ones dense collapse. APC shifts the output bias by a scalar once,

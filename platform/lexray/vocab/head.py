@@ -1,4 +1,4 @@
-"""The migrated model's embeddings and output head (../shared/papers/vocabulary-transfer-vt.txt §4.2.2).
+"""The migrated model's embeddings and output head (arXiv:2607.00004, ../shared/papers/vocabulary-transfer-vt.txt §4.2.2).
 
 * Input embeddings: E′ from :mod:`lexray.vocab.init`.
 * Output projection: a tied head shares E′ (weight tying is kept: the model is resized, not rebuilt); an untied
@@ -38,6 +38,7 @@ def pda(b_tgt: torch.Tensor, mu_src: float, sigma_src: float) -> torch.Tensor:
 
 
 def is_tied(backbone: nn.Module) -> bool:
+    """True when the output projection shares its weight tensor with the input embeddings (weight tying)."""
     inp = backbone.get_input_embeddings()
     return inp.weight.data_ptr() == output_projection(backbone).weight.data_ptr()
 

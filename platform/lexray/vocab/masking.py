@@ -1,4 +1,4 @@
-"""Overlap-Aware Masking Curriculum (OMC, ../shared/papers/vocabulary-transfer-vt.txt §4.2.3, §5.3).
+"""Overlap-Aware Masking Curriculum (OMC, arXiv:2607.00004, ../shared/papers/vocabulary-transfer-vt.txt §4.2.3, §5.3).
 
 Uniform masking wastes updates on overlap tokens, which the source model already knows. OMC masks position i with
 probability ∝ ω_{t_i}: ω = 1 for t ∈ O, ω = λ for t ∈ N′ (λ = 2 in the paper), 0 for special tokens and padding.

@@ -1,6 +1,6 @@
-"""Sparsemax: the Euclidean projection onto the probability simplex (Martins & Astudillo 2016).
+"""Sparsemax: the Euclidean projection onto the probability simplex (Martins & Astudillo 2016, arXiv:1602.02068).
 
-Used by Semantic-Init (../shared/papers/vocabulary-transfer-vt.txt §4.2.2, eq. 8):
+Used by Semantic-Init (arXiv:2607.00004, ../shared/papers/vocabulary-transfer-vt.txt §4.2.2, eq. 8):
 ``α_t = sparsemax(s_t) = argmin_{p ∈ Δ} ||p − s_t||²`` turns the cosine affinities of a new token to the anchors
 into a *sparse* convex weighting (α ≥ 0, Σα = 1, few non-zeros).
 
