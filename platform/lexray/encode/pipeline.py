@@ -143,7 +143,7 @@ def encode_corpus(model_cfg_or_path: ModelConfig | str | os.PathLike, dataset_di
                   show_progress: bool = True, report=None, break_stale_lock: bool = False) -> Manifest:
     """Encode a BEIR corpus into Parquet sparse shards plus ``manifest.json``; resumable; one writer at a time.
 
-    The model is checked (:func:`check_model`) before anything is written; ``out_dir`` is locked for the whole
+    The model is checked (:func:`lexray.encode.identity.check_model`) before anything is written; ``out_dir`` is locked for the whole
     run (``out_dir/.lock`` naming pid, host and start time, :class:`lexray.locks.FolderLock`), so a second encode
     into the same folder fails at once with :class:`lexray.locks.LockHeldError`.
 

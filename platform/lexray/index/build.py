@@ -6,11 +6,12 @@ sorted postings are streamed out of DuckDB in record batches (``fetch_record_bat
 files with plain sequential writes (not a writable memory map, whose dirty pages would count towards the
 process's resident memory and grow with the corpus).
 
-Input: the shards that :func:`lexray.encode.shards.resolve_shards` (the one shard reader) returns for
-``shards_dir``, schema ``doc_id: string, term_ids: list<int32>, weights: list<float32>``: a folder with a
-``manifest.json`` is verified first (status complete, every listed shard present, content checksums and
+Input: the shards that :func:`lexray.encode.reader.resolve_shards` (the one shard reader) returns for
+``shards_dir``, schema ``doc_id: string, term_ids: list<int32>, weights: list<float32>`` (every file checked by
+:func:`lexray.encode.shards.schema_problem`, the one schema check, also when the folder has no manifest): a folder
+with a ``manifest.json`` is verified first (status complete, every listed shard present, content checksums and
 fingerprints equal) and refused otherwise; its ``vocab_size`` is used. Documents are numbered in (shard order,
-row) order; rows that are tombstones of a :class:`~lexray.encode.shards.ShardSet` (``lexray.store``) are left out
+row) order; rows that are tombstones of a :class:`~lexray.encode.reader.ShardSet` (``lexray.store``) are left out
 and the rest numbered densely.
 
 Index layout (``index_dir``)::
@@ -27,9 +28,9 @@ Quantization (uniform, global scale, as in impact indexes such as Anserini's ``-
 ``impact = floor(w / max_w * (2**bits - 1) + 0.5)`` with ``max_w`` the largest weight in the corpus, so
 ``w ≈ impact * quant_scale`` with ``quant_scale = max_w / (2**bits - 1)`` and ``|w - impact*scale| <= scale/2``.
 
-FLOPS (Paria et al. 2020, "Minimizing FLOPs to learn efficient sparse representations", §3; the SPLADE papers'
-definition): ``flops = Σ_t p_t²`` with ``p_t = df_t / N``, the expected number of multiplications for a
-query–document pair when queries and documents share the document activation statistics. ``flops_x_n`` (that
+FLOPS (Paria et al. 2020, "Minimizing FLOPs to learn efficient sparse representations", arXiv:2004.05665, §3; the
+definition of SPLADE, arXiv:2107.05720): ``flops = Σ_t p_t²`` with ``p_t = df_t / N``, the expected number of
+multiplications for a query–document pair when queries and documents share the document activation statistics. ``flops_x_n`` (that
 times N) is the expected posting work per query over the whole index.
 """
 
@@ -73,7 +74,7 @@ class IndexStats:
     max_weight: float
     quant_bits: int
     quant_scale: float  # weight ≈ impact * quant_scale
-    flops: float  # Σ_t (df_t / N)^2  (SPLADE / Paria et al. definition)
+    flops: float  # Σ_t (df_t / N)^2  (SPLADE / Paria et al. definition, arXiv:2004.05665)
     flops_x_n: float  # flops * N: expected postings touched per query on this index
     index_bytes: int
     build_seconds: float
@@ -131,9 +132,9 @@ def _first_problem(con, sql: str) -> tuple | None:
 
 
 def flops_from_df(df: np.ndarray, n_docs: int) -> float:
-    """FLOPS of a collection from its document frequencies: ``Σ_t (df_t / N)²`` (Paria et al. 2020, §3; the
-    SPLADE papers' definition), the expected number of multiplications per query–document pair when queries
-    follow the documents' activation statistics. ``df``: (|V|,) integer counts; ``n_docs``: N (0 gives 0.0)."""
+    """FLOPS of a collection from its document frequencies: ``Σ_t (df_t / N)²`` (Paria et al. 2020,
+    arXiv:2004.05665, §3; SPLADE's definition, arXiv:2107.05720), the expected number of multiplications per
+    query–document pair when queries follow the documents' activation statistics. ``df``: (|V|,) integer counts; ``n_docs``: N (0 gives 0.0)."""
     p = np.asarray(df, dtype=np.float64) / max(int(n_docs), 1)
     return float(np.sum(p * p))
 
