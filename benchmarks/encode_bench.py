@@ -291,7 +291,7 @@ def real_tokens(tokenizer, texts: list[str], max_length: int) -> int:
 
 
 def max_abs_diff(out_dir: Path, ids_ref, ws_ref, vocab: int) -> float:
-    from lexray.encode.shards import iter_shards
+    from lexray.encode.reader import iter_shards
 
     ids, ws = [], []
     for b in iter_shards(out_dir):

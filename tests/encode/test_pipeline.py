@@ -199,40 +199,6 @@ def test_concurrent_encode_into_one_folder_is_refused(splade_tiny_dir, scifact_d
         other.wait()
 
 
-def test_single_file_models_are_identified_by_their_bytes(tmp_path):
-    """Two GGUF files side by side (a package folder) get different identities, and rewritten bytes a new one;
-    before, a file's *folder* was hashed over folder-model suffixes only, and every GGUF had the empty hash."""
-    from lexray.config import ModelConfig
-    from lexray.encode.pipeline import model_content_hash
-
-    (tmp_path / "a.gguf").write_bytes(b"GGUF" + b"\0" * 64)
-    (tmp_path / "b.gguf").write_bytes(b"GGUF" + b"\1" * 64)
-    ha, hb = (model_content_hash(ModelConfig(name_or_path=str(tmp_path / f))) for f in ("a.gguf", "b.gguf"))
-    assert ha != hb and ha.startswith("sha256:")
-    (tmp_path / "a.gguf").write_bytes(b"GGUF" + b"\1" * 64)
-    assert model_content_hash(ModelConfig(name_or_path=str(tmp_path / "a.gguf"))) != ha
-
-
-def test_auto_rows_per_shard_cuts_about_32_shards_within_its_bounds(scifact_dir):
-    from lexray.encode.pipeline import auto_rows_per_shard, count_corpus_rows
-
-    assert count_corpus_rows(scifact_dir / "corpus.jsonl") == 5183
-    assert count_corpus_rows(scifact_dir / "corpus.jsonl", max_docs=300) == 300
-    assert auto_rows_per_shard(5183) == 162  # SciFact: 32 shards, not five of 1,000 and one of 183
-    assert auto_rows_per_shard(300) == 128  # the floor
-    assert auto_rows_per_shard(0) == 128
-    assert auto_rows_per_shard(8_841_823) == 1_000  # the cap (MS MARCO passages)
-
-
-def test_counting_rows_ignores_blank_lines_and_reads_a_last_line_without_newline(tmp_path):
-    from lexray.encode.pipeline import count_corpus_rows
-
-    f = tmp_path / "corpus.jsonl"
-    f.write_bytes(b'{"_id": "a"}\n\n   \n{"_id": "b"}\n{"_id": "c"}')
-    assert count_corpus_rows(f) == 3
-    assert count_corpus_rows(f, max_docs=2) == 2
-
-
 @pytest.mark.timeout(120)
 def test_default_shard_size_is_auto_and_a_resumed_folder_keeps_its_own(splade_tiny_dir, scifact_dir, tmp_path):
     from lexray.config import ModelConfig

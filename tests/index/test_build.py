@@ -101,7 +101,7 @@ def test_rebuild_replaces_and_cleans_up(tmp_path):
 
 @pytest.mark.parametrize("case", ["duplicate_id", "length_mismatch", "negative_weight", "nan_weight",
                                   "inf_weight", "repeated_term",
-                                  "term_out_of_vocab", "null_id", "wrong_type"])
+                                  "term_out_of_vocab", "null_id", "wrong_type", "large_string", "extra_column"])
 def test_bad_shards(tmp_path, case):
     d = tmp_path / "shards"
     d.mkdir()
@@ -115,11 +115,18 @@ def test_bad_shards(tmp_path, case):
             "repeated_term": (["z", "w"], [[1], [2, 5, 2]], [[1.0], [1.0, 1.0, 2.0]]),
             "term_out_of_vocab": (["z", "w"], [[1], [9]], [[1.0], [1.0]]),
             "null_id": (["z", None], [[1], [2]], [[1.0], [1.0]]),
-            "wrong_type": (["z", "w"], [[1], [2]], [[1.0], [1.0]])}[case]
+            "wrong_type": (["z", "w"], [[1], [2]], [[1.0], [1.0]]),
+            "large_string": (["z", "w"], [[1], [2]], [[1.0], [1.0]]),
+            "extra_column": (["z", "w"], [[1], [2]], [[1.0], [1.0]])}[case]
     if case == "wrong_type":
         schema = pa.schema([("doc_id", pa.string()), ("term_ids", pa.list_(pa.int64())),
                             ("weights", pa.list_(pa.float32()))])
+    if case == "large_string":  # the shard schema is checked once (encode.shards.schema_problem), strictly
+        schema = pa.schema([("doc_id", pa.large_string()), *list(SCHEMA)[1:]])
     write_shard(d / "b.parquet", *rows, schema=schema)
+    if case == "extra_column":
+        t = pq.read_table(d / "b.parquet")
+        pq.write_table(t.append_column("text", pa.array(["", ""])), d / "b.parquet")
     expected = {"duplicate_id": r"b\.parquet: row 1 \(doc_id 'x'\): field 'doc_id': duplicate .*a\.parquet row 0",
                 "length_mismatch": r"b\.parquet: row 1 \(doc_id 'w'\): field 'weights': term_ids has 2 .* 1",
                 "negative_weight": r"b\.parquet: row 1 \(doc_id 'w'\): field 'weights': invalid weight -1",
@@ -128,7 +135,9 @@ def test_bad_shards(tmp_path, case):
                 "repeated_term": r"b\.parquet: row 1 \(doc_id 'w'\): field 'term_ids': term id 2 appears more",
                 "term_out_of_vocab": r"b\.parquet: row 1 \(doc_id 'w'\): field 'term_ids': term id 9 >= vocab_size 8",
                 "null_id": r"b\.parquet: row 1 \(doc_id None\): field 'doc_id'",
-                "wrong_type": r"b\.parquet: column 'term_ids' has type list<.*int64>"}[case]
+                "wrong_type": r"b\.parquet: column 'term_ids' has type list<.*int64>",
+                "large_string": r"b\.parquet: column 'doc_id' has type large_string, expected string",
+                "extra_column": r"b\.parquet: columns \['doc_id', 'term_ids', 'weights', 'text'\], expected exactly"}[case]
     with pytest.raises(IndexBuildError, match=expected):
         build_index(d, tmp_path / "index", show_progress=False, vocab_size=8 if case == "term_out_of_vocab" else None)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["shards"]
@@ -147,7 +156,6 @@ def _encoded_folder(d, fp="fp-a", n_shards=3, seed=0):
         Manifest,
         ModelInfo,
         ShardInfo,
-        file_sha256,
         ids_digest,
         save_manifest,
         shard_metadata,
@@ -155,6 +163,7 @@ def _encoded_folder(d, fp="fp-a", n_shards=3, seed=0):
         shard_table,
     )
     from lexray.encode.shards import write_shard as write_encoded
+    from lexray.fsio import file_sha256
 
     rng = np.random.default_rng(seed)
     d.mkdir(parents=True, exist_ok=True)
@@ -178,8 +187,10 @@ def _encoded_folder(d, fp="fp-a", n_shards=3, seed=0):
 @pytest.mark.parametrize("case", ["running", "shard_deleted", "mixed_runs", "bit_flip", "truncated"])
 def test_build_index_refuses_a_folder_its_manifest_does_not_vouch_for(tmp_path, case):
     """Each case was indexed with exit 0 before issue 11 (or failed with a raw ArrowInvalid without a file)."""
-    from lexray.encode.shards import ShardStoreError, file_sha256, save_manifest, shard_metadata, shard_table
+    from lexray.encode.reader import ShardStoreError
+    from lexray.encode.shards import save_manifest, shard_metadata, shard_table
     from lexray.encode.shards import write_shard as write_encoded
+    from lexray.fsio import file_sha256
 
     d = tmp_path / "shards"
     m = _encoded_folder(d)
@@ -212,7 +223,7 @@ def test_build_index_refuses_a_folder_its_manifest_does_not_vouch_for(tmp_path, 
 
 
 def test_truncated_shard_without_manifest_names_the_file(tmp_path):
-    from lexray.encode.shards import ShardStoreError
+    from lexray.encode.reader import ShardStoreError
 
     random_shards(tmp_path / "shards", n_docs=60, n_shards=2, seed=3)
     f = sorted((tmp_path / "shards").glob("*.parquet"))[1]
@@ -222,7 +233,7 @@ def test_truncated_shard_without_manifest_names_the_file(tmp_path):
 
 
 def test_tombstoned_rows_are_left_out_and_the_rest_numbered_densely(tmp_path):
-    from lexray.encode.shards import ShardSet, resolve_shards
+    from lexray.encode.reader import ShardSet, resolve_shards
 
     d = tmp_path / "shards"
     _encoded_folder(d)

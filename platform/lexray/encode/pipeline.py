@@ -20,26 +20,46 @@ merge it across blocks. It also lets the actor sort a whole shard by length, whi
 
 Documents are encoded as ``title + " " + text`` (BEIR's convention, :attr:`lexray.data.beir.Document.full_text`);
 the document prefix and max length come from the encoder's settings (``lexray_encoder.json``).
+
+This module is the orchestration (the driver side, and the Ray Data plumbing of :func:`encode_payloads`); one
+run of :func:`encode_corpus` goes plan → verify → run → finalize. Its parts live beside it, one concern each:
+:mod:`lexray.encode.plan` (shard size and shard plan), :mod:`lexray.encode.identity` (model hash, run identity),
+:mod:`lexray.encode.actor` (the :class:`~lexray.encode.actor.ShardEncoder` actor), :mod:`lexray.encode.shards`
+(format, writes, manifest) and :mod:`lexray.encode.reader` (reading shards back).
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import json
 import logging
-import math
 import os
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
 import pyarrow as pa
 
 from lexray.config import EncodeConfig, ModelConfig
+from lexray.encode.actor import STAGES, ShardEncoder, encoder_kwargs
+from lexray.encode.identity import (
+    check_model,
+    diff_identity,
+    encode_identity,
+    model_content_hash,
+    normalise_model_cfg,
+)
+from lexray.encode.plan import (
+    Payload,
+    auto_rows_per_shard,
+    count_corpus_rows,
+    iter_payloads,
+    plan_shards,
+    resolve_rows_per_shard,
+)
 from lexray.encode.shards import (
     MANIFEST_FILE,
     Manifest,
@@ -49,259 +69,35 @@ from lexray.encode.shards import (
     Totals,
     file_sha256,
     fingerprint,
-    ids_digest,
     load_manifest,
+    read_fingerprint,
     remove_stale_tmp,
     save_manifest,
-    shard_metadata,
-    shard_name,
-    shard_table,
     verify_shard,
-    write_shard,
 )
 
 log = logging.getLogger(__name__)
 
-__all__ = ["encode_corpus", "encode_payloads", "plan_shards", "model_content_hash", "check_model", "normalise_model_cfg",
-           "ShardEncoder", "STAGES", "auto_rows_per_shard", "count_corpus_rows"]
-
-Payload = tuple[int, str, list[str], list[str]]
-"""One unit of work: ``(shard index, shard file name, doc_ids, texts)``."""
-
-STAGES = ("tokenize", "body", "head_pool", "sparse", "write")
-"""Per-shard timers measured inside the encoder (seconds): tokenization, transformer body, vocabulary head +
-max pooling + activation, dense → sparse conversion, Arrow table + Parquet write."""
-
-AUTO_SHARDS = 32
-AUTO_MIN_ROWS = 128
-AUTO_MAX_ROWS = 1_000
+__all__ = ["encode_corpus", "encode_payloads",
+           # re-exported for callers outside encode/ until they move (homes: lexray.encode.plan, .identity, .actor)
+           "plan_shards", "model_content_hash", "check_model", "normalise_model_cfg", "ShardEncoder", "STAGES",
+           "auto_rows_per_shard", "count_corpus_rows"]
 
 
-def auto_rows_per_shard(n_docs: int) -> int:
-    """``encode.rows_per_shard = None``: ``ceil(n_docs / 32)`` clamped to [128, 1,000].
+@dataclass
+class _Run:
+    """What one :func:`encode_corpus` call encodes, where and how (``cfg.rows_per_shard`` resolved by
+    :func:`_resume_state`)."""
 
-    Why: a shard is the unit of work one actor takes, so the run ends when the last actor finishes its last
-    shard. With the former fixed 1,000 rows, SciFact (5,183 documents) became five shards of 1,000 and one of 183:
-    on two actors one encoded 3,000 documents while the other stopped after 2,183, 16 % longer than a balanced
-    split (issue 13). About 32 shards leave at most one small shard of imbalance; the floor
-    of 128 rows keeps length-sorted batches well filled (padding) and per-shard costs (a Parquet file, its
-    sha256, a manifest update) small; the cap keeps large corpora at 1,000-row shards as before.
-    """
-    return max(AUTO_MIN_ROWS, min(AUTO_MAX_ROWS, -(-max(int(n_docs), 0) // AUTO_SHARDS)))
-
-
-def count_corpus_rows(corpus: str | os.PathLike, max_docs: int | None = None) -> int:
-    """Non-blank lines of ``corpus.jsonl`` (bad rows included: an upper bound of the kept documents), at most
-    ``max_docs``: the N that :func:`auto_rows_per_shard` takes, read in 4 MiB blocks without parsing JSON."""
-    n = 0
-    tail = b""
-    with open(corpus, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 22), b""):
-            lines = (tail + block).split(b"\n")
-            tail = lines.pop()
-            n += sum(1 for ln in lines if ln.strip())
-            if max_docs is not None and n >= max_docs:
-                return max_docs
-    n += 1 if tail.strip() else 0
-    return n if max_docs is None else min(n, max_docs)
-
-
-def _resolve_rows_per_shard(cfg: EncodeConfig, old: Manifest | None, corpus: Path, max_docs: int | None) -> int:
-    """The configured rows per shard; for None, the value the folder's manifest ``old`` was made with (so a
-    resumed run keeps its layout and fingerprint), else :func:`auto_rows_per_shard` of the corpus size."""
-    if cfg.rows_per_shard is not None:
-        return cfg.rows_per_shard
-    if old is not None and old.rows_per_shard:
-        return int(old.rows_per_shard)
-    return auto_rows_per_shard(count_corpus_rows(corpus, max_docs))
-
-
-_SUMMARY_SCHEMA = pa.schema([
-    ("shard", pa.int64()), ("rows", pa.int64()), ("postings", pa.int64()), ("bytes", pa.int64()),
-    *[(f"t_{s}", pa.float64()) for s in STAGES],
-    ("t_total", pa.float64()), ("t_init", pa.float64()), ("real_tokens", pa.int64()),
-    ("padded_tokens", pa.int64()), ("vocab_size", pa.int64()), ("settings_json", pa.string()),
-    ("pid", pa.int64()), ("file", pa.string()), ("sha256", pa.string()),
-    ("started_at", pa.float64()), ("ended_at", pa.float64()),
-])
-
-_MODEL_FILE_SUFFIXES = (".safetensors", ".bin", ".json", ".txt", ".model", ".tiktoken")
-
-
-# =========================================================================== identity
-def _hash_files(h, root: Path) -> None:
-    files = sorted(p for p in root.rglob("*") if p.is_file() and p.suffix in _MODEL_FILE_SUFFIXES
-                   and not any(part.startswith(".") for part in p.relative_to(root).parts))
-    for p in files:
-        h.update(str(p.relative_to(root)).encode() + b"\0")
-        with open(p, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 22), b""):
-                h.update(block)
-        h.update(b"\0")
-
-
-def model_content_hash(model_cfg: ModelConfig) -> str:
-    """sha256 identifying the encoder's weights and tokenization contract.
-
-    Local directory: over the weight files (``*.safetensors``/``*.bin``), the config, tokenizer files and
-    ``lexray_encoder.json`` (names and bytes). Local file (a ``.gguf``, also ``pkg:<module>/<file>``): over its
-    name and bytes. Random init: over its config (seeded, so deterministic). Hub id:
-    over the locally cached snapshot if there is one, else over the id string (prefixed ``id:``).
-    """
-    from lexray.paths import resolve_local
-
-    h = hashlib.sha256()
-    if model_cfg.random_init is not None:
-        h.update(b"random_init\0" + json.dumps(model_cfg.random_init.model_dump(mode="json"),
-                                               sort_keys=True).encode())
-        return "sha256:" + h.hexdigest()
-    local = resolve_local(model_cfg.name_or_path)
-    if local is None:
-        try:
-            from huggingface_hub import snapshot_download
-
-            local = Path(snapshot_download(model_cfg.name_or_path, local_files_only=True))
-        except Exception:  # noqa: BLE001 - not cached: identify by id only
-            return "id:" + str(model_cfg.name_or_path)
-    if local.is_file():
-        # a single-file model (a GGUF, possibly inside an installed package): that file's bytes. Hashing its
-        # folder instead matched nothing (.gguf is not a folder-model suffix): every GGUF had the empty hash.
-        from lexray.fsio import file_sha256
-
-        h.update(b"file\0" + local.name.encode() + b"\0" + file_sha256(local).encode())
-        return "sha256:" + h.hexdigest()
-    _hash_files(h, local)
-    return "sha256:" + h.hexdigest()
-
-
-def check_model(model_cfg: ModelConfig) -> None:
-    """Fail fast, before anything is written, when the model cannot be loaded: a local path that does not exist
-    or holds no ``config.json``, or a hub id that is neither cached nor downloadable.
-
-    Raises:
-        FileNotFoundError: the message names the path or id.
-    """
-    from lexray.paths import resolve_local
-
-    if model_cfg.random_init is not None:
-        return
-    name = str(model_cfg.name_or_path or "")
-    if not name:
-        raise FileNotFoundError("model.name_or_path is empty")
-    local = resolve_local(name)
-    looks_local = name.startswith(("/", ".", "~", "shared:")) or os.sep in name.strip("/").split("/", 1)[-1] \
-        or Path(name).expanduser().exists()
-    if local is not None and not local.exists():
-        raise FileNotFoundError(f"model {name!r}: no such folder ({local})")
-    if local is not None:
-        folder = local.parent if local.is_file() else local
-        if not (folder / "config.json").is_file() and not local.is_file():
-            raise FileNotFoundError(f"model {name!r}: {folder} holds no config.json (not a model folder)")
-        return
-    if looks_local:
-        raise FileNotFoundError(f"model {name!r}: no such folder ({Path(name).expanduser().resolve()})")
-    try:
-        from transformers import AutoConfig
-
-        AutoConfig.from_pretrained(name)
-    except Exception as e:  # noqa: BLE001 - re-raised with the id
-        raise FileNotFoundError(f"model {name!r}: not a local folder and not loadable from the hub cache "
-                                f"({type(e).__name__}: {str(e)[:200]})") from None
-
-
-def normalise_model_cfg(model_cfg_or_path: ModelConfig | str | os.PathLike) -> ModelConfig:
-    """A ModelConfig whose local path is absolute (Ray workers may not share the driver's working directory)."""
-    from lexray.paths import resolve_local
-
-    if isinstance(model_cfg_or_path, ModelConfig):
-        cfg = model_cfg_or_path.model_copy()
-    else:
-        cfg = ModelConfig(name_or_path=str(model_cfg_or_path))
-    if cfg.name_or_path is not None:
-        local = resolve_local(cfg.name_or_path)
-        if local is not None:
-            cfg = cfg.model_copy(update={"name_or_path": str(local)})
-    return cfg
-
-
-# =========================================================================== planning
-def plan_shards(dataset_dir: str | os.PathLike, rows_per_shard: int, on_error: Literal["fail", "skip"] = "fail",
-                max_docs: int | None = None, report=None, show_progress: bool = False) -> list[ShardInfo]:
-    """Stream the corpus once (validating it) and cut it into slices of ``rows_per_shard`` kept documents.
-
-    Shard k holds kept documents ``[k·R, (k+1)·R)`` in file order. Only per-shard counts, first/last ids and an
-    id hash are kept in memory.
-
-    Raises:
-        lexray.data.beir.DataError: a bad row under ``on_error="fail"`` (file, line, field).
-    """
-    from lexray.data.beir import iter_corpus
-
-    shards: list[ShardInfo] = []
-    h = None
-    first_id = last_id = ""
-    n_in = 0
-    n = 0
-    docs = iter_corpus(dataset_dir, on_error=on_error, report=report, max_docs=max_docs)
-    if show_progress:
-        from tqdm.auto import tqdm
-
-        docs = tqdm(docs, desc="validate corpus", unit="doc", mininterval=1.0)
-
-    def close() -> None:
-        shards.append(ShardInfo(index=len(shards), file=shard_name(len(shards)), rows=n_in,
-                                first_doc=n - n_in, first_doc_id=first_id, last_doc_id=last_id,
-                                ids_sha1=h.hexdigest()))
-
-    for doc in docs:
-        if n_in == 0:
-            h = hashlib.sha1()
-            first_id = doc.doc_id
-        else:
-            h.update(b"\n")
-        h.update(doc.doc_id.encode("utf-8"))
-        last_id = doc.doc_id
-        n_in += 1
-        n += 1
-        if n_in == rows_per_shard:
-            close()
-            n_in = 0
-    if n_in:
-        close()
-    return shards
-
-
-def _iter_payloads(dataset_dir: str, plan: Sequence[ShardInfo], todo: Sequence[int], on_error: str,
-                   max_docs: int | None, rows_per_shard: int) -> Iterator[Payload]:
-    """Yield ``(shard index, file, doc_ids, texts)`` for the shards in ``todo``, streaming the corpus once.
-
-    Raises RuntimeError if a slice's ids differ from the plan (the corpus changed since planning).
-    """
-    from lexray.data.beir import ReadReport, iter_corpus
-
-    want = set(todo)
-    if not want:
-        return
-    last = max(want)
-    ids: list[str] = []
-    texts: list[str] = []
-    for n, doc in enumerate(iter_corpus(dataset_dir, on_error=on_error, report=ReadReport(), max_docs=max_docs)):
-        k = n // rows_per_shard
-        if k > last:
-            break
-        if k not in want:
-            continue
-        ids.append(doc.doc_id)
-        texts.append(doc.full_text)
-        if len(ids) == plan[k].rows:
-            if ids_digest(ids) != plan[k].ids_sha1:
-                raise RuntimeError(f"{dataset_dir}: documents of shard {k} differ from the plan made at the start "
-                                   "of this run; was corpus.jsonl modified during encoding?")
-            yield k, plan[k].file, ids, texts
-            ids, texts = [], []
-    if ids:
-        raise RuntimeError(f"{dataset_dir}: corpus ended inside shard {n // rows_per_shard} (changed during "
-                           "encoding?)")
+    model_cfg: ModelConfig
+    dataset: Path
+    corpus: Path
+    out: Path
+    cfg: EncodeConfig
+    on_error: Literal["fail", "skip"]
+    max_docs: int | None
+    backend: Literal["ray", "local"]
+    show_progress: bool
 
 
 def _payload_table(k: int, file: str, ids: list[str], texts: list[str]) -> pa.Table:
@@ -334,192 +130,6 @@ def _make_datasource(payloads: Callable[[], Iterator[Payload]], n_rows: int, inp
     return CorpusShardsDatasource()
 
 
-# =========================================================================== the encoder actor
-class ShardEncoder:
-    """Encodes whole shards and writes them; used as the Ray Data actor class and by the local backend.
-
-    Args:
-        model_cfg: ``ModelConfig`` as a JSON-able dict (absolute local path).
-        out_dir: shard folder. fp: the run fingerprint stored in each shard's metadata.
-        batch_size: documents per forward pass. top_k / threshold: sparsification (see ``to_sparse_flat``).
-        sort_by_length: length-sorted batches (less padding).
-        exact_length_batches: batch only documents of exactly the same token length (no padding at all), so a
-            document's weights do not depend on which other documents are encoded with it (bit-identical
-            incremental re-encoding, :mod:`lexray.store`; docs/indexing.md). torch_threads: intra-op threads; None leaves
-            torch's setting alone (local backend). device: ``"cpu"`` or ``"cuda"``.
-    """
-
-    def __init__(self, model_cfg: dict, out_dir: str, fp: str, batch_size: int = 32, top_k: int | None = None,
-                 threshold: float = 0.0, sort_by_length: bool = True, torch_threads: int | None = None,
-                 device: str = "cpu", exact_length_batches: bool = False):
-        t0 = time.perf_counter()
-        import torch
-
-        if torch_threads is not None:
-            torch.set_num_threads(torch_threads)
-            try:
-                torch.set_num_interop_threads(1)
-            except RuntimeError:  # already set (only possible before the first parallel op)
-                pass
-        from lexray.models import load_encoder
-        from lexray.models.backbones import body_and_head
-
-        self.encoder = load_encoder(ModelConfig.model_validate(model_cfg)).eval().to(device)
-        self.device = device
-        self.out_dir = Path(out_dir)
-        self.fp = fp
-        self.batch_size = batch_size
-        self.top_k = top_k if top_k is not None else self.encoder.settings.doc_top_k
-        self.threshold = threshold
-        self.sort_by_length = sort_by_length or exact_length_batches
-        self.exact_length_batches = exact_length_batches
-        self._body_seconds = 0.0
-        split = body_and_head(self.encoder.backbone, self.encoder.settings.kind)
-        if split is not None:  # time the transformer body separately from the vocabulary head (forward hooks)
-            body = split[0]
-            body.register_forward_pre_hook(self._body_start)
-            body.register_forward_hook(self._body_end)
-        self._t_init = time.perf_counter() - t0
-        self._t_body_start = 0.0
-
-    def _sync(self) -> None:
-        if self.device.startswith("cuda"):
-            import torch
-
-            torch.cuda.synchronize()
-
-    def _body_start(self, *_):
-        self._sync()
-        self._t_body_start = time.perf_counter()
-
-    def _body_end(self, *_):
-        self._sync()
-        self._body_seconds += time.perf_counter() - self._t_body_start
-
-    def encode_texts(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[str, float]]:
-        """Encode documents into flat CSR arrays in input order.
-
-        Returns ``(offsets (N+1,) int64, term_ids (nnz,) int32, weights (nnz,) float32, stats)`` where stats holds
-        the seconds of each stage in :data:`STAGES` (``write`` excluded) and real/padded token counts.
-        """
-        import torch
-
-        from lexray.models.sparse import to_sparse_flat
-
-        st: dict[str, float] = defaultdict(float)
-        n = len(texts)
-        t = time.perf_counter()
-        tok = self.encoder.tokenize(list(texts), kind="document")
-        st["tokenize"] += time.perf_counter() - t
-        input_ids, attn, pool = tok["input_ids"], tok["attention_mask"], tok["pool_mask"]
-        lengths = attn.sum(1).numpy()
-        order = np.argsort(-lengths, kind="stable") if self.sort_by_length else np.arange(n)
-        parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        if self.exact_length_batches:  # runs of equal length in the length-sorted order, cut at batch_size
-            cuts = np.flatnonzero(np.diff(lengths[order])) + 1
-            batches = [c[s:s + self.batch_size] for c in np.split(order, cuts)
-                       for s in range(0, len(c), self.batch_size)]
-        else:
-            batches = [order[s:s + self.batch_size] for s in range(0, n, self.batch_size)]
-        with torch.inference_mode():
-            for b in batches:
-                idx = torch.as_tensor(b)
-                am = attn[idx]
-                cols = am.any(0).nonzero().squeeze(1)  # contiguous for left and right padding
-                lo, hi = (int(cols[0]), int(cols[-1]) + 1) if len(cols) else (0, 1)
-                batch = {"input_ids": input_ids[idx, lo:hi], "attention_mask": am[:, lo:hi],
-                         "pool_mask": pool[idx, lo:hi]}
-                st["real_tokens"] += float(am.sum())
-                st["padded_tokens"] += float(am[:, lo:hi].numel())
-                body0 = self._body_seconds
-                t = time.perf_counter()
-                reps = self.encoder(**{k: v.to(self.device) for k, v in batch.items()}, kind="document")
-                self._sync()
-                dt = time.perf_counter() - t
-                st["body"] += self._body_seconds - body0
-                st["head_pool"] += dt - (self._body_seconds - body0)
-                t = time.perf_counter()
-                parts.append(to_sparse_flat(reps, top_k=self.top_k, threshold=self.threshold))
-                st["sparse"] += time.perf_counter() - t
-        t = time.perf_counter()
-        offsets, ids, ws = _concat_csr(parts)
-        if self.sort_by_length:
-            offsets, ids, ws = _permute_csr(offsets, ids, ws, np.argsort(order, kind="stable"))
-        st["sparse"] += time.perf_counter() - t
-        return offsets, ids, ws, dict(st)
-
-    def encode_shard(self, index: int, doc_ids: list[str], texts: list[str], file: str | None = None
-                     ) -> dict[str, Any]:
-        """Encode one shard, write ``file`` (default ``part-<index>.parquet``) atomically, return its summary row
-        (with the sha256 of the written bytes)."""
-        t0 = time.perf_counter()
-        started_at = time.time()
-        offsets, ids, ws, st = self.encode_texts(texts)
-        t = time.perf_counter()
-        table = shard_table(doc_ids, offsets, ids, ws, metadata=shard_metadata(self.fp, index))
-        file = file or shard_name(index)
-        nbytes = write_shard(table, self.out_dir / file)
-        sha = file_sha256(self.out_dir / file)
-        st["write"] = time.perf_counter() - t
-        row = {"shard": index, "rows": len(doc_ids), "postings": int(len(ids)), "bytes": int(nbytes),
-               **{f"t_{s}": float(st.get(s, 0.0)) for s in STAGES}, "t_total": time.perf_counter() - t0,
-               "t_init": self._t_init, "real_tokens": int(st.get("real_tokens", 0)),
-               "padded_tokens": int(st.get("padded_tokens", 0)), "vocab_size": int(self.encoder.vocab_size),
-               "settings_json": self.encoder.settings.model_dump_json(), "pid": os.getpid(), "file": file,
-               "sha256": sha, "started_at": started_at, "ended_at": time.time()}
-        self._t_init = 0.0  # count the model load once per actor
-        return row
-
-    def __call__(self, batch: pa.Table) -> pa.Table:
-        """Ray Data entry point: rows ``{shard, file, doc_ids, texts}`` → one summary row per shard."""
-        rows = [self.encode_shard(int(batch.column("shard")[i].as_py()), batch.column("doc_ids")[i].as_py(),
-                                  batch.column("texts")[i].as_py(), batch.column("file")[i].as_py())
-                for i in range(batch.num_rows)]
-        return pa.Table.from_pylist(rows, schema=_SUMMARY_SCHEMA)
-
-
-def _concat_csr(parts: list[tuple[np.ndarray, np.ndarray, np.ndarray]]):
-    if not parts:
-        return np.zeros(1, np.int64), np.zeros(0, np.int32), np.zeros(0, np.float32)
-    counts = np.concatenate([np.diff(p[0]) for p in parts])
-    offsets = np.zeros(len(counts) + 1, np.int64)
-    np.cumsum(counts, out=offsets[1:])
-    return offsets, np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts])
-
-
-def _permute_csr(offsets: np.ndarray, ids: np.ndarray, ws: np.ndarray, perm: np.ndarray):
-    """Rows reordered so that new row r is old row ``perm[r]`` (vectorised gather of ragged segments)."""
-    counts = np.diff(offsets)[perm]
-    new_off = np.zeros(len(perm) + 1, np.int64)
-    np.cumsum(counts, out=new_off[1:])
-    src = np.repeat(offsets[:-1][perm] - new_off[:-1], counts) + np.arange(new_off[-1])
-    return new_off, ids[src], ws[src]
-
-
-# =========================================================================== the job
-def _diff_identity(old: dict, new: dict) -> str:
-    keys = sorted(set(old) | set(new))
-    out = []
-    for k in keys:
-        if old.get(k) != new.get(k):
-            out.append(f"{k}: {json.dumps(old.get(k), default=str)[:120]} -> "
-                       f"{json.dumps(new.get(k), default=str)[:120]}")
-    return "; ".join(out) or "fingerprint differs"
-
-
-def _shard_fps(out_dir: Path) -> set[str]:
-    import pyarrow.parquet as pq
-
-    fps = set()
-    for p in out_dir.glob("part-*.parquet"):
-        try:
-            meta = pq.read_schema(p).metadata or {}
-            fps.add(meta.get(b"lexray.fingerprint", b"").decode())
-        except Exception:  # noqa: BLE001 - unreadable shards are redone anyway
-            continue
-    return fps
-
-
 def _clear(out_dir: Path) -> None:
     for p in out_dir.glob("part-*.parquet"):
         p.unlink()
@@ -533,7 +143,7 @@ def encode_corpus(model_cfg_or_path: ModelConfig | str | os.PathLike, dataset_di
                   show_progress: bool = True, report=None, break_stale_lock: bool = False) -> Manifest:
     """Encode a BEIR corpus into Parquet sparse shards plus ``manifest.json``; resumable; one writer at a time.
 
-    The model is checked (:func:`check_model`) before anything is written; ``out_dir`` is locked for the whole
+    The model is checked (:func:`lexray.encode.identity.check_model`) before anything is written; ``out_dir`` is locked for the whole
     run (``out_dir/.lock`` naming pid, host and start time, :class:`lexray.locks.FolderLock`), so a second encode
     into the same folder fails at once with :class:`lexray.locks.LockHeldError`.
 
@@ -573,19 +183,37 @@ def encode_corpus(model_cfg_or_path: ModelConfig | str | os.PathLike, dataset_di
     corpus = dataset / "corpus.jsonl"
     if not corpus.is_file():
         raise FileNotFoundError(f"{corpus} not found (expected BEIR layout)")
-    out = Path(out_dir)
-    with FolderLock(out, ".lock", break_stale=break_stale_lock):
-        return _encode_locked(model_cfg, dataset, corpus, out, cfg, on_error, max_docs, backend, overwrite,
-                              show_progress, report, t_call)
+    run = _Run(model_cfg, dataset, corpus, Path(out_dir), cfg, on_error, max_docs, backend or cfg.backend,
+               show_progress)
+    with FolderLock(run.out, ".lock", break_stale=break_stale_lock):
+        return _encode_locked(run, cfg.overwrite if overwrite is None else overwrite, report, t_call)
 
 
-def _encode_locked(model_cfg: ModelConfig, dataset: Path, corpus: Path, out: Path, cfg: EncodeConfig, on_error,
-                   max_docs, backend, overwrite, show_progress, report, t_call: float) -> Manifest:
-    import lexray
+def _encode_locked(run: _Run, overwrite: bool, report, t_call: float) -> Manifest:
+    """One run under the folder lock: plan → verify → run → finalize."""
     from lexray.data.beir import ReadReport
 
-    backend = backend or cfg.backend
-    overwrite = cfg.overwrite if overwrite is None else overwrite
+    identity, fp, old = _resume_state(run, overwrite)
+    report = report if report is not None else ReadReport()
+    plan = plan_shards(run.dataset, run.cfg.rows_per_shard, on_error=run.on_error, max_docs=run.max_docs,
+                       report=report, show_progress=run.show_progress)
+    todo = _verify_existing(run.out, plan, old, fp)
+    manifest = _start_manifest(run, identity, fp, old, report, plan)
+    timings, wall = _encode_todo(run, manifest, plan, todo, fp, t_call)
+    return _finalize(run.out, manifest, plan, todo, timings, wall)
+
+
+def _resume_state(run: _Run, overwrite: bool) -> tuple[dict[str, Any], str, Manifest | None]:
+    """Plan step 1: the run's identity and fingerprint, and the folder's manifest if the run resumes it.
+
+    Resolves ``run.cfg.rows_per_shard`` (a resumed folder keeps its value). A folder of another run (different
+    fingerprint, or shards of another run without a manifest) is refused, or cleared with ``overwrite``.
+
+    Raises:
+        ManifestMismatchError: the folder holds another run's shards and ``overwrite`` is false.
+        ValueError: an invalid ``manifest.json`` and ``overwrite`` is false.
+    """
+    out = run.out
     remove_stale_tmp(out)
     try:
         old = load_manifest(out)
@@ -594,25 +222,18 @@ def _encode_locked(model_cfg: ModelConfig, dataset: Path, corpus: Path, out: Pat
             raise
         old = None
         _clear(out)
-    cfg = cfg.model_copy(update={"rows_per_shard": _resolve_rows_per_shard(cfg, old, corpus, max_docs)})
-    report = report if report is not None else ReadReport()
-
-    identity = {
-        "format_version": 1,
-        "model_hash": model_content_hash(model_cfg),
-        "model_config": model_cfg.model_dump(mode="json", exclude={"name_or_path", "chunk_size"}),
-        "doc_top_k": cfg.doc_top_k, "threshold": cfg.threshold, "rows_per_shard": cfg.rows_per_shard,
-        "corpus_sha256": file_sha256(corpus), "on_error": on_error, "max_docs": max_docs,
-    }
-    if cfg.batching != "length_sorted":  # only when set, so folders made before the knob keep their fingerprint
-        identity["batching"] = cfg.batching
+    rows = resolve_rows_per_shard(run.cfg.rows_per_shard,
+                                  functools.partial(count_corpus_rows, run.corpus, run.max_docs),
+                                  previous=old.rows_per_shard if old is not None else None)
+    run.cfg = run.cfg.model_copy(update={"rows_per_shard": rows})
+    identity = encode_identity(run.model_cfg, run.cfg, run.corpus, run.on_error, run.max_docs)
     fp = fingerprint(identity)
     if old is not None and old.fingerprint != fp:
         if not overwrite:
             raise ManifestMismatchError(
-                f"{out} holds shards made by a different model/settings/corpus ({_diff_identity(old.identity, identity)}); "
+                f"{out} holds shards made by a different model/settings/corpus ({diff_identity(old.identity, identity)}); "
                 "choose another output folder or pass overwrite=True (--overwrite) to replace them")
-        log.warning("overwriting %s (%s)", out, _diff_identity(old.identity, identity))
+        log.warning("overwriting %s (%s)", out, diff_identity(old.identity, identity))
         _clear(out)
         old = None
     elif old is None:
@@ -623,9 +244,13 @@ def _encode_locked(model_cfg: ModelConfig, dataset: Path, corpus: Path, out: Pat
                     f"{out} holds part-*.parquet shards without a manifest, made by a different model/settings/"
                     "corpus; choose another output folder or pass overwrite=True (--overwrite)")
             _clear(out)
+    return identity, fp, old
 
-    plan = plan_shards(dataset, cfg.rows_per_shard, on_error=on_error, max_docs=max_docs, report=report,
-                       show_progress=show_progress)
+
+def _verify_existing(out: Path, plan: list[ShardInfo], old: Manifest | None, fp: str) -> list[int]:
+    """Verify step: keep every planned shard on disk that verifies (:func:`lexray.encode.shards.verify_shard`),
+    filling its ``postings``, ``bytes``, ``sha256`` and ``encode_seconds`` in ``plan``; delete ``part-*`` files
+    outside the plan. Returns the indexes of the shards still to encode."""
     old_by_index = {s.index: s for s in old.shards} if old is not None else {}
     todo: list[int] = []
     for s in plan:
@@ -644,7 +269,15 @@ def _encode_locked(model_cfg: ModelConfig, dataset: Path, corpus: Path, out: Pat
     for p in out.glob("part-*.parquet"):
         if p.name not in planned:
             p.unlink()
+    return todo
 
+
+def _start_manifest(run: _Run, identity: dict[str, Any], fp: str, old: Manifest | None, report,
+                    plan: list[ShardInfo]) -> Manifest:
+    """The run's manifest (status ``running``, the plan, what the previous run learnt of the model), saved."""
+    import lexray
+
+    model_cfg = run.model_cfg
     manifest = Manifest(
         fingerprint=fp, identity=identity, lexray_version=lexray.__version__,
         model=ModelInfo(name_or_path=model_cfg.name_or_path, content_hash=identity["model_hash"],
@@ -653,13 +286,18 @@ def _encode_locked(model_cfg: ModelConfig, dataset: Path, corpus: Path, out: Pat
                         doc_max_length=old.model.doc_max_length if old else None,
                         settings=old.model.settings if old else None),
         vocab_size=old.vocab_size if old else None,
-        encode=cfg.model_dump(mode="json") | {"backend": backend},
-        dataset={"path": str(dataset), "corpus": str(corpus), "corpus_sha256": identity["corpus_sha256"],
-                 "on_error": on_error, "max_docs": max_docs},
-        read_report=report.to_dict(), rows_per_shard=cfg.rows_per_shard, shards=plan)
-    save_manifest(manifest, out)
+        encode=run.cfg.model_dump(mode="json") | {"backend": run.backend},
+        dataset={"path": str(run.dataset), "corpus": str(run.corpus), "corpus_sha256": identity["corpus_sha256"],
+                 "on_error": run.on_error, "max_docs": run.max_docs},
+        read_report=report.to_dict(), rows_per_shard=run.cfg.rows_per_shard, shards=plan)
+    save_manifest(manifest, run.out)
+    return manifest
 
-    n_todo_docs = sum(plan[k].rows for k in todo)
+
+def _encode_todo(run: _Run, manifest: Manifest, plan: list[ShardInfo], todo: list[int], fp: str,
+                 t_call: float) -> tuple[dict[str, float], float]:
+    """Run step: encode the shards in ``todo`` (:func:`encode_payloads`), recording each in ``manifest`` (saved
+    after every shard). Returns the timings (seconds; token counts) and the wall seconds of this step."""
     timings: dict[str, float] = defaultdict(float)
     pids: set[int] = set()
     t_start = time.perf_counter()
@@ -668,35 +306,20 @@ def _encode_locked(model_cfg: ModelConfig, dataset: Path, corpus: Path, out: Pat
     timings["prepare"] = t_start - t_call  # hashing model and corpus, validating/planning, verifying old shards
     if todo:
         results = encode_payloads(
-            model_cfg, out, fp, cfg, functools.partial(_iter_payloads, str(dataset), plan, todo, on_error, max_docs,
-                                                       cfg.rows_per_shard),
-            len(todo), backend, input_file=str(corpus))
+            run.model_cfg, run.out, fp, run.cfg,
+            functools.partial(iter_payloads, str(run.dataset), plan, todo, run.on_error, run.max_docs,
+                              run.cfg.rows_per_shard),
+            len(todo), run.backend, input_file=str(run.corpus))
         bar = None
-        if show_progress:
+        if run.show_progress:
             from tqdm.auto import tqdm
 
-            bar = tqdm(total=n_todo_docs, desc=f"encode ({backend})", unit="doc")
+            bar = tqdm(total=sum(plan[k].rows for k in todo), desc=f"encode ({run.backend})", unit="doc")
         for row in results:
-            s = plan[row["shard"]]
-            if row["rows"] != s.rows:
-                raise RuntimeError(f"shard {s.index}: encoder returned {row['rows']} rows, planned {s.rows}")
-            s.postings, s.bytes, s.encode_seconds = row["postings"], row["bytes"], row["t_total"]
-            s.sha256 = row["sha256"]
-            for st in STAGES:
-                timings[st] += row[f"t_{st}"]
-            timings["shard_total"] += row["t_total"]
-            timings["actor_init"] += row["t_init"]
-            timings["real_tokens"] += row["real_tokens"]
-            timings["padded_tokens"] += row["padded_tokens"]
-            pids.add(row["pid"])
-            timings["actors"] = float(len(pids))
+            _record_shard(manifest, plan[row["shard"]], row, timings, pids)
             first_start = min(first_start or row["started_at"], row["started_at"])
             last_end = max(last_end or row["ended_at"], row["ended_at"])
-            manifest.vocab_size = manifest.model.vocab_size = row["vocab_size"]
-            settings = json.loads(row["settings_json"])
-            manifest.model.settings = settings
-            manifest.model.doc_max_length = settings.get("doc_max_length")
-            save_manifest(manifest, out)  # status "running", with progress so far
+            save_manifest(manifest, run.out)  # status "running", with progress so far
             if bar is not None:
                 bar.update(row["rows"])
         if bar is not None:
@@ -708,13 +331,40 @@ def _encode_locked(model_cfg: ModelConfig, dataset: Path, corpus: Path, out: Pat
         # so exact on one node and within clock skew on a cluster (issue 13, docs/indexing.md)
         timings["to_first_shard"] = max(0.0, first_start - t_start_unix)
         timings["after_last_shard"] = max(0.0, t_start_unix + wall - last_end)
+    return timings, wall
+
+
+def _record_shard(manifest: Manifest, s: ShardInfo, row: dict, timings: dict[str, float], pids: set[int]) -> None:
+    """Fold one encoder summary row (:class:`~lexray.encode.actor.ShardEncoder`) into its planned shard ``s``, the
+    run's ``timings`` and the manifest's model information."""
+    if row["rows"] != s.rows:
+        raise RuntimeError(f"shard {s.index}: encoder returned {row['rows']} rows, planned {s.rows}")
+    s.postings, s.bytes, s.encode_seconds = row["postings"], row["bytes"], row["t_total"]
+    s.sha256 = row["sha256"]
+    for st in STAGES:
+        timings[st] += row[f"t_{st}"]
+    timings["shard_total"] += row["t_total"]
+    timings["actor_init"] += row["t_init"]
+    timings["real_tokens"] += row["real_tokens"]
+    timings["padded_tokens"] += row["padded_tokens"]
+    pids.add(row["pid"])
+    timings["actors"] = float(len(pids))
+    manifest.vocab_size = manifest.model.vocab_size = row["vocab_size"]
+    settings = json.loads(row["settings_json"])
+    manifest.model.settings = settings
+    manifest.model.doc_max_length = settings.get("doc_max_length")
+
+
+def _finalize(out: Path, manifest: Manifest, plan: list[ShardInfo], todo: list[int], timings: dict[str, float],
+              wall: float) -> Manifest:
+    """Finalize step: check every planned shard was written, fill totals and timings, save with status
+    ``complete``."""
     missing = [s.file for s in plan if s.postings is None or s.sha256 is None]
     if missing:
         raise RuntimeError(f"encoding finished without writing shards {missing[:5]}")
-
     docs = sum(s.rows for s in plan)
     postings = sum(int(s.postings or 0) for s in plan)
-    docs_encoded = n_todo_docs
+    docs_encoded = sum(plan[k].rows for k in todo)
     manifest.totals = Totals(docs=docs, postings=postings, avg_nnz=postings / docs if docs else 0.0,
                              shards=len(plan), shards_encoded=len(todo), shards_reused=len(plan) - len(todo),
                              docs_encoded=docs_encoded, encode_seconds=wall,
@@ -726,13 +376,14 @@ def _encode_locked(model_cfg: ModelConfig, dataset: Path, corpus: Path, out: Pat
     return manifest
 
 
-def _encoder_kwargs(model_cfg: ModelConfig, out: Path, fp: str, cfg: EncodeConfig, local: bool) -> dict:
-    threads = cfg.torch_threads if cfg.torch_threads is not None else (
-        None if local else max(1, math.ceil(cfg.cpus_per_actor)))
-    return dict(model_cfg=model_cfg.model_dump(mode="json"), out_dir=str(out), fp=fp, batch_size=cfg.batch_size,
-                top_k=cfg.doc_top_k, threshold=cfg.threshold, sort_by_length=cfg.sort_by_length,
-                torch_threads=threads, device="cuda" if cfg.gpus_per_actor > 0 else "cpu",
-                exact_length_batches=cfg.batching == "exact_length")
+def _shard_fps(out_dir: Path) -> set[str]:
+    fps = set()
+    for p in out_dir.glob("part-*.parquet"):
+        try:
+            fps.add(read_fingerprint(p))
+        except Exception:  # noqa: BLE001 - unreadable shards are redone anyway
+            continue
+    return fps
 
 
 def encode_payloads(model_cfg: ModelConfig, out_dir: str | os.PathLike, fp: str, cfg: EncodeConfig,
@@ -749,7 +400,7 @@ def encode_payloads(model_cfg: ModelConfig, out_dir: str | os.PathLike, fp: str,
     if n_shards == 0:
         return
     if backend == "local":
-        enc = ShardEncoder(**_encoder_kwargs(model_cfg, out, fp, cfg, local=True))
+        enc = ShardEncoder(**encoder_kwargs(model_cfg, out, fp, cfg, local=True))
         for k, file, ids, texts in payloads():
             yield enc.encode_shard(k, ids, texts, file)
         return
@@ -778,6 +429,6 @@ def encode_payloads(model_cfg: ModelConfig, out_dir: str | os.PathLike, fp: str,
     ds = ds.map_batches(
         ShardEncoder, batch_size=1, batch_format="pyarrow",
         compute=ray.data.ActorPoolStrategy(size=min(cfg.num_actors, n_shards), max_tasks_in_flight_per_actor=2),
-        fn_constructor_kwargs=_encoder_kwargs(model_cfg, out, fp, cfg, local=False), **remote)
+        fn_constructor_kwargs=encoder_kwargs(model_cfg, out, fp, cfg, local=False), **remote)
     for batch in ds.iter_batches(batch_size=None, batch_format="pyarrow"):
         yield from batch.to_pylist()

@@ -6,11 +6,12 @@ sorted postings are streamed out of DuckDB in record batches (``fetch_record_bat
 files with plain sequential writes (not a writable memory map, whose dirty pages would count towards the
 process's resident memory and grow with the corpus).
 
-Input: the shards that :func:`lexray.encode.shards.resolve_shards` (the one shard reader) returns for
-``shards_dir``, schema ``doc_id: string, term_ids: list<int32>, weights: list<float32>``: a folder with a
-``manifest.json`` is verified first (status complete, every listed shard present, content checksums and
+Input: the shards that :func:`lexray.encode.reader.resolve_shards` (the one shard reader) returns for
+``shards_dir``, schema ``doc_id: string, term_ids: list<int32>, weights: list<float32>`` (every file checked by
+:func:`lexray.encode.shards.schema_problem`, the one schema check, also when the folder has no manifest): a folder
+with a ``manifest.json`` is verified first (status complete, every listed shard present, content checksums and
 fingerprints equal) and refused otherwise; its ``vocab_size`` is used. Documents are numbered in (shard order,
-row) order; rows that are tombstones of a :class:`~lexray.encode.shards.ShardSet` (``lexray.store``) are left out
+row) order; rows that are tombstones of a :class:`~lexray.encode.reader.ShardSet` (``lexray.store``) are left out
 and the rest numbered densely.
 
 Index layout (``index_dir``)::
@@ -27,9 +28,9 @@ Quantization (uniform, global scale, as in impact indexes such as Anserini's ``-
 ``impact = floor(w / max_w * (2**bits - 1) + 0.5)`` with ``max_w`` the largest weight in the corpus, so
 ``w ≈ impact * quant_scale`` with ``quant_scale = max_w / (2**bits - 1)`` and ``|w - impact*scale| <= scale/2``.
 
-FLOPS (Paria et al. 2020, "Minimizing FLOPs to learn efficient sparse representations", §3; the SPLADE papers'
-definition): ``flops = Σ_t p_t²`` with ``p_t = df_t / N``, the expected number of multiplications for a
-query–document pair when queries and documents share the document activation statistics. ``flops_x_n`` (that
+FLOPS (Paria et al. 2020, "Minimizing FLOPs to learn efficient sparse representations", arXiv:2004.05665, §3; the
+definition of SPLADE, arXiv:2107.05720): ``flops = Σ_t p_t²`` with ``p_t = df_t / N``, the expected number of
+multiplications for a query–document pair when queries and documents share the document activation statistics. ``flops_x_n`` (that
 times N) is the expected posting work per query over the whole index.
 """
 
@@ -47,7 +48,8 @@ from pathlib import Path
 import numpy as np
 
 from lexray.config import IndexConfig
-from lexray.encode.shards import ShardSet, ShardStoreError, resolve_shards
+from lexray.encode.reader import ShardSet, ShardStoreError, resolve_shards
+from lexray.encode.shards import schema_problem
 from lexray.index.quantization import quantize
 
 __all__ = ["IndexBuildError", "IndexStats", "build_index", "list_shards", "load_stats", "FORMAT_VERSION"]
@@ -72,7 +74,7 @@ class IndexStats:
     max_weight: float
     quant_bits: int
     quant_scale: float  # weight ≈ impact * quant_scale
-    flops: float  # Σ_t (df_t / N)^2  (SPLADE / Paria et al. definition)
+    flops: float  # Σ_t (df_t / N)^2  (SPLADE / Paria et al. definition, arXiv:2004.05665)
     flops_x_n: float  # flops * N: expected postings touched per query on this index
     index_bytes: int
     build_seconds: float
@@ -130,9 +132,9 @@ def _first_problem(con, sql: str) -> tuple | None:
 
 
 def flops_from_df(df: np.ndarray, n_docs: int) -> float:
-    """FLOPS of a collection from its document frequencies: ``Σ_t (df_t / N)²`` (Paria et al. 2020, §3; the
-    SPLADE papers' definition), the expected number of multiplications per query–document pair when queries
-    follow the documents' activation statistics. ``df``: (|V|,) integer counts; ``n_docs``: N (0 gives 0.0)."""
+    """FLOPS of a collection from its document frequencies: ``Σ_t (df_t / N)²`` (Paria et al. 2020,
+    arXiv:2004.05665, §3; SPLADE's definition, arXiv:2107.05720), the expected number of multiplications per
+    query–document pair when queries follow the documents' activation statistics. ``df``: (|V|,) integer counts; ``n_docs``: N (0 gives 0.0)."""
     p = np.asarray(df, dtype=np.float64) / max(int(n_docs), 1)
     return float(np.sum(p * p))
 
@@ -204,12 +206,40 @@ def _name_unreadable(files: list[Path]) -> None:
 
 def _build(sset: ShardSet, out: Path, cfg: IndexConfig, vocab_size: int | None,
            show_progress: bool, batch_rows: int, t_start: float) -> IndexStats:
+    """The build into ``out``: number the documents, validate every row, write the doc-id map, the postings and
+    ``stats.json``."""
+    offsets, total = _file_offsets(sset.files)
+    n_docs = total - sset.n_dead
+    if n_docs >= 2**31:
+        raise IndexBuildError(f"{n_docs} documents do not fit int32 doc_idx")
+    con = _connect(cfg, out / "duckdb_tmp")
+    src, raw = _scan_sql(con, sset, offsets)
+    checked = _validate_rows(con, src, raw, vocab_size or sset.vocab_size)
+    # ---- doc id map (ORDER BY inside the COPY: with preserve_insertion_order=false that is what orders rows)
+    con.execute(f"COPY (SELECT doc_idx::INTEGER AS doc_idx, doc_id FROM {src} ORDER BY doc_idx) "
+                f"TO {_sql_str(str(out / 'doc_ids.parquet'))} (FORMAT parquet)")
+    df = _write_postings(con, src, out, checked, cfg.quant_bits, show_progress, batch_rows)
+    con.close()
+    offs = np.zeros(checked.vocab_size + 1, dtype=np.int64)
+    np.cumsum(df, out=offs[1:])
+    np.save(out / "offsets.npy", offs)
+    vocab_source = "argument" if vocab_size else ("manifest" if sset.vocab_size else "max_term_id+1")
+    return _write_stats(out, sset, cfg, checked, df, n_docs, vocab_source, t_start)
+
+
+def _file_offsets(files: list[Path]) -> tuple[list[int], int]:
+    """Document numbering: shard files in order, rows in file order (row counts from the Parquet footers).
+    Checks each file's schema (:func:`lexray.encode.shards.schema_problem`, the one shard schema check).
+
+    Returns:
+        the first document number of each file and the total number of rows.
+
+    Raises:
+        ShardStoreError: an unreadable file. IndexBuildError: a schema problem (names the file and column).
+    """
     import pyarrow as pa
     import pyarrow.parquet as pq
-    from tqdm.auto import tqdm
 
-    files = sset.files
-    # Document numbering: shard files in order, rows in file order (offsets from Parquet metadata).
     offsets, total = [], 0
     for f in files:
         try:
@@ -217,48 +247,66 @@ def _build(sset: ShardSet, out: Path, cfg: IndexConfig, vocab_size: int | None,
             num_rows = pq.ParquetFile(f).metadata.num_rows
         except (pa.ArrowException, OSError) as e:
             raise ShardStoreError(f"{f}: unreadable shard ({type(e).__name__}: {e})") from None
-        for col, typ in (("doc_id", (pa.string(), pa.large_string())),
-                         ("term_ids", (pa.list_(pa.int32()), pa.large_list(pa.int32()))),
-                         ("weights", (pa.list_(pa.float32()), pa.large_list(pa.float32())))):
-            if col not in schema.names:
-                raise IndexBuildError(f"{f}: column '{col}' missing (schema: {schema})")
-            if schema.field(col).type not in typ:
-                raise IndexBuildError(f"{f}: column '{col}' has type {schema.field(col).type}, expected {typ[0]}")
+        problem = schema_problem(schema)
+        if problem is not None:
+            raise IndexBuildError(f"{f}: {problem}")
         offsets.append(total)
         total += num_rows
-    n_docs = total - sset.n_dead
-    if n_docs >= 2**31:
-        raise IndexBuildError(f"{n_docs} documents do not fit int32 doc_idx")
+    return offsets, total
 
-    con = _connect(cfg, out / "duckdb_tmp")
+
+def _scan_sql(con, sset: ShardSet, offsets: list[int]) -> tuple[str, str]:
+    """SQL sources over the shard files: ``src`` yields (doc_idx, filename, row, doc_id, term_ids, weights) of
+    the live rows; ``raw`` the live rows' columns as cheaply as possible (the files themselves when nothing is
+    dead)."""
+    files = sset.files
     con.execute("CREATE TEMP TABLE shard_files (filename VARCHAR, file_offset BIGINT, file_order INTEGER)")
     con.executemany("INSERT INTO shard_files VALUES (?, ?, ?)",
                     [(str(f), o, i) for i, (f, o) in enumerate(zip(files, offsets, strict=True))])
     file_list = "[" + ", ".join(_sql_str(str(f)) for f in files) + "]"
     scan = f"read_parquet({file_list}, filename=true, file_row_number=true)"
-    if sset.dead:
-        # tombstones (lexray.store): dead (file, row) pairs are left out and the live rows numbered densely
-        con.execute("CREATE TEMP TABLE dead (filename VARCHAR, row BIGINT)")
-        con.executemany("INSERT INTO dead VALUES (?, ?)",
-                        [(str(f), int(r)) for f, rows in sset.dead.items() for r in rows])
-        con.execute(f"""CREATE TEMP TABLE docmap AS SELECT r.filename, r.file_row_number AS row,
-                        (row_number() OVER (ORDER BY s.file_order, r.file_row_number) - 1) AS doc_idx
-                        FROM (SELECT filename, file_row_number FROM {scan}) r
-                        JOIN shard_files s ON r.filename = s.filename
-                        ANTI JOIN dead d ON d.filename = r.filename AND d.row = r.file_row_number""")
-        src = (f"(SELECT m.doc_idx, r.filename, r.file_row_number AS row, r.doc_id, r.term_ids, r.weights "
-               f"FROM {scan} r JOIN docmap m ON r.filename = m.filename AND r.file_row_number = m.row)")
-    else:
+    if not sset.dead:
         src = (f"(SELECT s.file_offset + r.file_row_number AS doc_idx, r.filename, r.file_row_number AS row, "
                f"r.doc_id, r.term_ids, r.weights FROM {scan} r JOIN shard_files s ON r.filename = s.filename)")
+        return src, f"read_parquet({file_list})"
+    # tombstones (lexray.store): dead (file, row) pairs are left out and the live rows numbered densely
+    con.execute("CREATE TEMP TABLE dead (filename VARCHAR, row BIGINT)")
+    con.executemany("INSERT INTO dead VALUES (?, ?)",
+                    [(str(f), int(r)) for f, rows in sset.dead.items() for r in rows])
+    con.execute(f"""CREATE TEMP TABLE docmap AS SELECT r.filename, r.file_row_number AS row,
+                    (row_number() OVER (ORDER BY s.file_order, r.file_row_number) - 1) AS doc_idx
+                    FROM (SELECT filename, file_row_number FROM {scan}) r
+                    JOIN shard_files s ON r.filename = s.filename
+                    ANTI JOIN dead d ON d.filename = r.filename AND d.row = r.file_row_number""")
+    src = (f"(SELECT m.doc_idx, r.filename, r.file_row_number AS row, r.doc_id, r.term_ids, r.weights "
+           f"FROM {scan} r JOIN docmap m ON r.filename = m.filename AND r.file_row_number = m.row)")
+    return src, src
 
-    def fail(row, field_name, problem):
-        filename, file_row, doc_id = row[:3]
-        raise IndexBuildError(f"{filename}: row {file_row} (doc_id {doc_id!r}): field '{field_name}': {problem}")
 
-    # ---- validation: one aggregate scan with list functions; only if it finds a problem, a second scan
-    # (LIMIT 1) locates the first offending row for the error message.
-    raw = src if sset.dead else f"read_parquet({file_list})"
+def _fail(row, field_name: str, problem: str):
+    filename, file_row, doc_id = row[:3]
+    raise IndexBuildError(f"{filename}: row {file_row} (doc_id {doc_id!r}): field '{field_name}': {problem}")
+
+
+@dataclass
+class _Checked:
+    """What validation learnt of the live rows."""
+
+    vocab_size: int
+    max_weight: float
+    n_postings: int  # non-zero weights
+    n_zero: int  # zero weights (dropped)
+    empty_docs: int
+
+
+def _validate_rows(con, src: str, raw: str, vocab_size: int | None) -> _Checked:
+    """Validate every live row: one aggregate scan with list functions; only if it finds a problem, a second
+    scan (LIMIT 1) locates the first offending row for the error message. ``vocab_size`` None: max term id + 1.
+
+    Raises:
+        IndexBuildError: null/empty or duplicate doc_id, term_ids and weights of different lengths, a negative or
+            out-of-vocabulary term id, a negative or non-finite weight (file, row, doc_id, field).
+    """
     agg = _one(con, f"""
         SELECT count(*) FILTER (WHERE doc_id IS NULL OR trim(doc_id) = ''),
                count(*) FILTER (WHERE term_ids IS NULL OR weights IS NULL OR len(term_ids) <> len(weights)),
@@ -273,43 +321,47 @@ def _build(sset: ShardSet, out: Path, cfg: IndexConfig, vocab_size: int | None,
     if bad_id:
         bad = _first_problem(con, f"SELECT filename, row, doc_id FROM {src} "
                                   f"WHERE doc_id IS NULL OR trim(doc_id) = ''")
-        fail(bad, "doc_id", "null or empty document id")
+        _fail(bad, "doc_id", "null or empty document id")
     if bad_len:
         bad = _first_problem(con, f"SELECT filename, row, doc_id, len(term_ids), len(weights) FROM {src} "
                                   f"WHERE term_ids IS NULL OR weights IS NULL OR len(term_ids) <> len(weights)")
-        fail(bad, "weights", f"term_ids has {bad[3]} entries but weights has {bad[4]} (or a list is null)")
+        _fail(bad, "weights", f"term_ids has {bad[3]} entries but weights has {bad[4]} (or a list is null)")
     if bad_term:
         bad = _first_problem(con, f"SELECT filename, row, doc_id, t FROM (SELECT filename, row, doc_id, "
                                   f"unnest(term_ids) AS t FROM {src}) WHERE t IS NULL OR t < 0")
-        fail(bad, "term_ids", f"invalid term id {bad[3]}")
+        _fail(bad, "term_ids", f"invalid term id {bad[3]}")
     if bad_w:
         bad = _first_problem(con, f"SELECT filename, row, doc_id, w FROM (SELECT filename, row, doc_id, "
                                   f"unnest(weights) AS w FROM {src}) WHERE w IS NULL OR isnan(w) OR isinf(w) OR w < 0")
-        fail(bad, "weights", f"invalid weight {bad[3]} (weights must be finite and >= 0)")
+        _fail(bad, "weights", f"invalid weight {bad[3]} (weights must be finite and >= 0)")
     dup = _one(con, f"SELECT doc_id, count(*) AS c FROM {raw} GROUP BY doc_id HAVING count(*) > 1 LIMIT 1")
     if dup:
         first = con.execute(f"SELECT filename, row, doc_id FROM {src} WHERE doc_id = ? ORDER BY doc_idx LIMIT 2",
                             [dup[0]]).fetchall()
-        fail(first[1], "doc_id", f"duplicate document id (also at {first[0][0]} row {first[0][1]}; "
-                                 f"{dup[1]} occurrences)")
+        _fail(first[1], "doc_id", f"duplicate document id (also at {first[0][0]} row {first[0][1]}; "
+                                  f"{dup[1]} occurrences)")
     n_all, n_zero = int(n_all or 0), int(n_zero or 0)
-    n_postings = n_all - n_zero
-    manifest_v = sset.vocab_size
-    V = vocab_size or manifest_v or (int(max_term) + 1 if max_term is not None else 0)
+    V = vocab_size or (int(max_term) + 1 if max_term is not None else 0)
     if max_term is not None and max_term >= V:
         bad = _first_problem(con, f"SELECT filename, row, doc_id, t FROM (SELECT filename, row, doc_id, "
                                   f"unnest(term_ids) AS t FROM {src}) WHERE t >= {int(V)}")
-        fail(bad, "term_ids", f"term id {bad[3]} >= vocab_size {V}")
-    max_w = float(max_w) if max_w else 0.0
-    levels = (1 << cfg.quant_bits) - 1
-    scale = max_w / levels if max_w > 0 else 1.0
-    imp_dtype = np.uint8 if cfg.quant_bits <= 8 else np.uint16
+        _fail(bad, "term_ids", f"term id {bad[3]} >= vocab_size {V}")
+    return _Checked(vocab_size=V, max_weight=float(max_w) if max_w else 0.0, n_postings=n_all - n_zero,
+                    n_zero=n_zero, empty_docs=int(empty_docs))
 
-    # ---- doc id map (ORDER BY inside the COPY: with preserve_insertion_order=false that is what orders rows)
-    con.execute(f"COPY (SELECT doc_idx::INTEGER AS doc_idx, doc_id FROM {src} ORDER BY doc_idx) "
-                f"TO {_sql_str(str(out / 'doc_ids.parquet'))} (FORMAT parquet)")
 
-    # ---- postings: one external sort by (term, doc), streamed into .npy files
+def _write_postings(con, src: str, out: Path, checked: _Checked, quant_bits: int, show_progress: bool,
+                    batch_rows: int) -> np.ndarray:
+    """The postings: one external sort by (term, doc) in DuckDB, streamed into the three ``postings_*.npy``
+    files. Returns the document frequencies (|V|,) int64.
+
+    Raises:
+        IndexBuildError: the same term twice in a document (file, row, doc_id, field).
+    """
+    from tqdm.auto import tqdm
+
+    V, max_w, n_postings = checked.vocab_size, checked.max_weight, checked.n_postings
+    imp_dtype = np.uint8 if quant_bits <= 8 else np.uint16
     df = np.zeros(V, dtype=np.int64)
     reader = con.sql(
         f"SELECT term_id, doc_idx::INTEGER AS doc_idx, weight FROM (SELECT doc_idx, unnest(term_ids) AS term_id, "
@@ -337,33 +389,37 @@ def _build(sset: ShardSet, out: Path, cfg: IndexConfig, vocab_size: int | None,
                 i = 0 if (t[0] == prev_t and d[0] == prev_d) else int(np.flatnonzero(same)[0]) + 1
                 reader.close()
                 row = _one(con, f"SELECT filename, row, doc_id FROM {src} WHERE doc_idx = ?", [int(d[i])])
-                fail(row, "term_ids", f"term id {int(t[i])} appears more than once")
+                _fail(row, "term_ids", f"term id {int(t[i])} appears more than once")
             prev_t, prev_d = int(t[-1]), int(d[-1])
             f_doc.write(d.tobytes())
             f_w.write(w.tobytes())
-            f_imp.write(quantize(w, max_w, cfg.quant_bits).astype(imp_dtype).tobytes())
+            f_imp.write(quantize(w, max_w, quant_bits).astype(imp_dtype).tobytes())
             df += np.bincount(t, minlength=V)[:V]
             written += len(t)
             bar.update(len(t))
-    con.close()
     if written != n_postings:
         raise IndexBuildError(f"internal error: wrote {written} postings, expected {n_postings}")
-    offs = np.zeros(V + 1, dtype=np.int64)
-    np.cumsum(df, out=offs[1:])
-    np.save(out / "offsets.npy", offs)
+    return df
 
+
+def _write_stats(out: Path, sset: ShardSet, cfg: IndexConfig, checked: _Checked, df: np.ndarray, n_docs: int,
+                 vocab_source: str, t_start: float) -> IndexStats:
+    """:class:`IndexStats` of the finished folder, also written as ``stats.json`` (its size counted in
+    ``index_bytes``)."""
+    n_postings, max_w = checked.n_postings, checked.max_weight
+    levels = (1 << cfg.quant_bits) - 1
     flops = flops_from_df(df, n_docs)
     build_s = time.perf_counter() - t_start
     index_bytes = sum(f.stat().st_size for f in out.iterdir() if f.is_file())
     stats = IndexStats(
-        n_docs=n_docs, n_postings=n_postings, vocab_size=V, n_terms=int(np.count_nonzero(df)),
+        n_docs=n_docs, n_postings=n_postings, vocab_size=checked.vocab_size, n_terms=int(np.count_nonzero(df)),
         avg_nnz_per_doc=n_postings / n_docs if n_docs else 0.0, max_weight=max_w, quant_bits=cfg.quant_bits,
-        quant_scale=scale, flops=flops, flops_x_n=flops * n_docs, index_bytes=index_bytes,
-        build_seconds=build_s, postings_per_second=n_postings / build_s if build_s > 0 else math.inf,
-        zero_weight_postings_dropped=int(n_zero), n_shards=len(files), empty_docs=int(empty_docs),
+        quant_scale=max_w / levels if max_w > 0 else 1.0, flops=flops, flops_x_n=flops * n_docs,
+        index_bytes=index_bytes, build_seconds=build_s,
+        postings_per_second=n_postings / build_s if build_s > 0 else math.inf,
+        zero_weight_postings_dropped=int(checked.n_zero), n_shards=len(sset.files), empty_docs=checked.empty_docs,
         settings={"memory_limit": cfg.memory_limit, "threads": cfg.threads, "temp_directory": cfg.temp_directory,
-                  "shards_dir": sset.source, "tombstones": sset.n_dead, "vocab_size_source": "argument" if vocab_size else
-                  ("manifest" if manifest_v else "max_term_id+1")})
+                  "shards_dir": sset.source, "tombstones": sset.n_dead, "vocab_size_source": vocab_source})
     stats.index_bytes = index_bytes + len(json.dumps(stats.to_dict(), indent=2))
     (out / STATS_FILE).write_text(json.dumps(stats.to_dict(), indent=2) + "\n")
     return stats

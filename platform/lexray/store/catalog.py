@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["CATALOG_FILE", "Catalog"]
+__all__ = ["CATALOG_FILE", "Catalog", "CorpusDiff"]
 
 CATALOG_FILE = "catalog.duckdb"
 
@@ -36,6 +37,17 @@ CREATE TABLE IF NOT EXISTS versions (version INTEGER PRIMARY KEY, parent INTEGER
                                      created_at VARCHAR, model_fp VARCHAR, docs INTEGER, added INTEGER,
                                      changed INTEGER, deleted INTEGER, encoded INTEGER);
 """
+
+
+@dataclass(frozen=True)
+class CorpusDiff:
+    """The corpus against a version's entries: document counts, the documents to encode and those to drop."""
+
+    added: int
+    changed: int
+    deleted: int
+    todo_ids: frozenset[str] | None  # doc ids to encode; None: all (no base version, or a new model)
+    drop_sql: str | None  # SELECT of the base's doc ids not carried over (Catalog.commit_version); None: carry none
 
 
 class Catalog:
@@ -99,6 +111,31 @@ class Catalog:
 
     def live_count(self, version: int) -> int:
         return int(self.rows("SELECT count(*) FROM entries WHERE version = ?", [version])[0][0])
+
+    def diff(self, base: int | None, same_model: bool, n_docs: int) -> CorpusDiff:
+        """Diff the corpus, registered as the view ``corpus_scan`` (doc_id, content_sha256; ``n_docs`` rows),
+        against the entries of version ``base``. With no base or another model (``same_model`` false) every
+        document is to encode: the base's documents present in the corpus count as changed, the rest deleted."""
+        if base is None or not same_model:
+            n_base = self.live_count(base) if base is not None else 0
+            added = n_docs if base is None else int(self.rows(
+                "SELECT count(*) FROM corpus_scan c ANTI JOIN (SELECT doc_id FROM entries WHERE version = ?) e "
+                "ON e.doc_id = c.doc_id", [base])[0][0])
+            changed = n_docs - added
+            return CorpusDiff(added, changed, n_base - changed, None, None)
+        added = int(self.rows("SELECT count(*) FROM corpus_scan c ANTI JOIN (SELECT doc_id FROM entries WHERE "
+                              "version = ?) e ON e.doc_id = c.doc_id", [base])[0][0])
+        changed = int(self.rows("SELECT count(*) FROM corpus_scan c JOIN entries e ON e.doc_id = c.doc_id AND "
+                                "e.version = ? WHERE e.content_sha256 <> c.content_sha256", [base])[0][0])
+        deleted = int(self.rows("SELECT count(*) FROM entries e ANTI JOIN corpus_scan c ON e.doc_id = c.doc_id "
+                                "WHERE e.version = ?", [base])[0][0])
+        todo_ids = frozenset(r[0] for r in self.rows(
+            "SELECT c.doc_id FROM corpus_scan c LEFT JOIN (SELECT doc_id, content_sha256 FROM entries WHERE "
+            "version = ?) e ON e.doc_id = c.doc_id WHERE e.doc_id IS NULL OR e.content_sha256 <> c.content_sha256",
+            [base]))
+        drop_sql = ("SELECT e2.doc_id FROM entries e2 LEFT JOIN corpus_scan c2 ON c2.doc_id = e2.doc_id "
+                    f"WHERE e2.version = {int(base)} AND (c2.doc_id IS NULL OR c2.content_sha256 <> e2.content_sha256)")
+        return CorpusDiff(added, changed, deleted, todo_ids, drop_sql)
 
     # ------------------------------------------------------------------ writes (one transaction each)
     def commit_version(self, version: int, parent: int | None, model_fp: str, counts: dict, new_shards: list[dict],

@@ -50,7 +50,9 @@ from typing import Any
 import numpy as np
 
 from lexray.config import LexrayConfig
-from lexray.encode.shards import ShardSet, fingerprint, iter_live_rows, verify_files
+from lexray.encode.reader import ShardSet, iter_live_rows, verify_files
+from lexray.encode.shards import fingerprint
+from lexray.fsio import file_sha256
 from lexray.locks import FolderLock
 from lexray.store.catalog import Catalog
 
@@ -107,7 +109,7 @@ def _fsync_dir(path: Path) -> None:
 
 def model_fingerprint(cfg: LexrayConfig) -> tuple[str, dict]:
     """Fingerprint of what makes a document's vector: model files and config, top-k, threshold, batching."""
-    from lexray.encode.pipeline import model_content_hash
+    from lexray.encode.identity import model_content_hash
 
     identity = {"model_hash": model_content_hash(cfg.model),
                 "model_config": cfg.model.model_dump(mode="json", exclude={"name_or_path", "chunk_size"}),
@@ -190,7 +192,7 @@ def reencode(store: str | os.PathLike, cfg: LexrayConfig, break_stale_lock: bool
         FileNotFoundError: dataset or model missing (before anything is written).
     """
     from lexray.data.beir import resolve_dataset_dir
-    from lexray.encode.pipeline import check_model, normalise_model_cfg
+    from lexray.encode.identity import check_model, normalise_model_cfg
 
     t0 = time.perf_counter()
     store = Path(store)
@@ -220,12 +222,8 @@ def reencode(store: str | os.PathLike, cfg: LexrayConfig, break_stale_lock: bool
 
 def _run(store: Path, cat: Catalog, cfg: LexrayConfig, dataset: Path, corpus: Path, timings: dict,
          show_progress: bool) -> dict:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+    """Diff the corpus against ``current``, encode the changes, commit the new version and publish it."""
     from lexray.data.beir import ReadReport
-    from lexray.encode.pipeline import auto_rows_per_shard, encode_payloads
-    from lexray.encode.shards import file_sha256
 
     t = time.perf_counter()
     corpus_sha_before = file_sha256(corpus)
@@ -238,42 +236,44 @@ def _run(store: Path, cat: Catalog, cfg: LexrayConfig, dataset: Path, corpus: Pa
         rows = cat.rows("SELECT model_fp FROM versions WHERE version = ?", [base])
         base_fp = rows[0][0] if rows else None
     cat.con.register("corpus_scan", scan)
-    if base is None or base_fp != fp:
-        n_base = cat.live_count(base) if base is not None else 0
-        added = len(scan) if base is None else int(cat.rows(
-            "SELECT count(*) FROM corpus_scan c ANTI JOIN (SELECT doc_id FROM entries WHERE version = ?) e "
-            "ON e.doc_id = c.doc_id", [base])[0][0])
-        changed = len(scan) - added
-        deleted = n_base - changed
-        todo_ids = None
-        drop_sql = None
-    else:
-        added = int(cat.rows("SELECT count(*) FROM corpus_scan c ANTI JOIN (SELECT doc_id FROM entries WHERE "
-                             "version = ?) e ON e.doc_id = c.doc_id", [base])[0][0])
-        changed = int(cat.rows("SELECT count(*) FROM corpus_scan c JOIN entries e ON e.doc_id = c.doc_id AND "
-                               "e.version = ? WHERE e.content_sha256 <> c.content_sha256", [base])[0][0])
-        deleted = int(cat.rows("SELECT count(*) FROM entries e ANTI JOIN corpus_scan c ON e.doc_id = c.doc_id "
-                               "WHERE e.version = ?", [base])[0][0])
-        todo_ids = frozenset(r[0] for r in cat.rows(
-            "SELECT c.doc_id FROM corpus_scan c LEFT JOIN (SELECT doc_id, content_sha256 FROM entries WHERE "
-            "version = ?) e ON e.doc_id = c.doc_id WHERE e.doc_id IS NULL OR e.content_sha256 <> c.content_sha256",
-            [base]))
-        drop_sql = ("SELECT e2.doc_id FROM entries e2 LEFT JOIN corpus_scan c2 ON c2.doc_id = e2.doc_id "
-                    f"WHERE e2.version = {int(base)} AND (c2.doc_id IS NULL OR c2.content_sha256 <> e2.content_sha256)")
+    diff = cat.diff(base, base_fp == fp, len(scan))
     timings["diff"] = time.perf_counter() - t
-    summary = {"added": added, "changed": changed, "deleted": deleted, "encoded": 0, "version": base,
+    summary = {"added": diff.added, "changed": diff.changed, "deleted": diff.deleted, "encoded": 0, "version": base,
                "previous": base, "docs": len(scan), "noop": False, "read_report": report.to_dict()}
-    if base is not None and added == changed == deleted == 0:
+    if base is not None and diff.added == diff.changed == diff.deleted == 0:
         summary["noop"] = True
         cat.con.unregister("corpus_scan")
         log.info("corpus unchanged since version %d: nothing to do", base)
         return summary
 
     version = cat.next_version()
-    n_todo = len(scan) if todo_ids is None else len(todo_ids)
-    rows_per_shard = cfg.encode.rows_per_shard or auto_rows_per_shard(n_todo)
-    n_shards = -(-n_todo // rows_per_shard)
+    n_todo = len(scan) if diff.todo_ids is None else len(diff.todo_ids)
     t = time.perf_counter()
+    new_shards = _encode_changes(store, cfg, dataset, corpus, fp, diff.todo_ids, n_todo, version, show_progress)
+    timings["encode"] = time.perf_counter() - t
+    if file_sha256(corpus) != corpus_sha_before:
+        raise StoreError(f"{corpus} changed during the run; nothing was committed, re-run")
+    new_entries = _placed_entries(store, cat, new_shards)
+    if len(new_entries) != n_todo:
+        raise StoreError(f"encoded {len(new_entries)} documents but {n_todo} were to do")
+    cat.commit_version(version, base, fp, {"added": diff.added, "changed": diff.changed, "deleted": diff.deleted,
+                                           "encoded": n_todo}, new_shards, new_entries, diff.drop_sql)
+    cat.con.unregister("corpus_scan")
+    summary["validation"] = _publish(store, cat, version, cfg, timings)
+    summary.update(encoded=n_todo, version=version)
+    _prune(store, cat, cfg.store.keep_versions)
+    return summary
+
+
+def _encode_changes(store: Path, cfg: LexrayConfig, dataset: Path, corpus: Path, fp: str,
+                    todo_ids: frozenset[str] | None, n_todo: int, version: int, show_progress: bool) -> list[dict]:
+    """Encode the documents in ``todo_ids`` (None: all) into new shards ``shards/s<version>-<k>.parquet``;
+    returns their catalog rows (file, rows, sha256, bytes, postings, vocab_size)."""
+    from lexray.encode.pipeline import encode_payloads
+    from lexray.encode.plan import resolve_rows_per_shard
+
+    rows_per_shard = resolve_rows_per_shard(cfg.encode.rows_per_shard, n_todo)
+    n_shards = -(-n_todo // rows_per_shard)
     payloads = functools.partial(_store_payloads, str(dataset), cfg.data.on_error, todo_ids, rows_per_shard,
                                  f"s{version:06d}")
     new_shards: list[dict] = []
@@ -289,10 +289,15 @@ def _run(store: Path, cat: Catalog, cfg: LexrayConfig, dataset: Path, corpus: Pa
             bar.update(row["rows"])
     if bar is not None:
         bar.close()
-    timings["encode"] = time.perf_counter() - t
-    if file_sha256(corpus) != corpus_sha_before:
-        raise StoreError(f"{corpus} changed during the run; nothing was committed, re-run")
-    # where each encoded document landed (read back from the shards: ids only)
+    return new_shards
+
+
+def _placed_entries(store: Path, cat: Catalog, new_shards: list[dict]):
+    """The catalog entries (doc_id, content_sha256, shard, row) of the documents just encoded, a pyarrow table:
+    where each landed, read back from the shards (ids only), joined with its hash in ``corpus_scan``."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     id_tabs = []
     for s in sorted(new_shards, key=lambda s: s["file"]):
         ids = pq.read_table(store / "shards" / s["file"], columns=["doc_id"]).column("doc_id")
@@ -305,15 +310,7 @@ def _run(store: Path, cat: Catalog, cfg: LexrayConfig, dataset: Path, corpus: Pa
         'SELECT p.doc_id, c.content_sha256, p.shard, p."row" FROM placed p JOIN corpus_scan c ON c.doc_id = p.doc_id'
     ).to_arrow_table()
     cat.con.unregister("placed")
-    if len(new_entries) != n_todo:
-        raise StoreError(f"encoded {len(new_entries)} documents but {n_todo} were to do")
-    cat.commit_version(version, base, fp, {"added": added, "changed": changed, "deleted": deleted,
-                                           "encoded": n_todo}, new_shards, new_entries, drop_sql)
-    cat.con.unregister("corpus_scan")
-    summary["validation"] = _publish(store, cat, version, cfg, timings)
-    summary.update(encoded=n_todo, version=version)
-    _prune(store, cat, cfg.store.keep_versions)
-    return summary
+    return new_entries
 
 
 def _shard_set(store: Path, cat: Catalog, version: int, verify: bool = True) -> ShardSet:
@@ -346,8 +343,6 @@ def _publish(store: Path, cat: Catalog, version: int, cfg: LexrayConfig, timings
     t = time.perf_counter()
     validation = _validate(store, cat, version, sset, work / "index", cfg)
     timings["validate"] = timings.get("validate", 0.0) + time.perf_counter() - t
-    from lexray.encode.shards import file_sha256
-
     info = {"version": version, "docs": stats.n_docs, "postings": stats.n_postings,
             "shards": [f.name for f in sset.files], "tombstones": sset.n_dead, "validation": validation,
             "index_sha256": {p.name: file_sha256(p) for p in sorted((work / "index").iterdir()) if p.suffix == ".npy"},
@@ -409,7 +404,7 @@ def exact_topk_from_shards(shards, q_ids: list[np.ndarray], q_ws: list[np.ndarra
                            batch_size: int = 8192) -> tuple[list[np.ndarray], list[list[str]]]:
     """From-scratch exact top-``k`` straight from the live shard rows (no index), streamed in batches.
 
-    Scores are ``Σ_t q_t · w_{t,d}`` (SPLADE, Formal et al. 2021, §3) accumulated in float32 over the query's
+    Scores are ``Σ_t q_t · w_{t,d}`` (SPLADE, Formal et al. 2021, arXiv:2107.05720, §3) accumulated in float32 over the query's
     sorted terms, exactly as :class:`lexray.index.search.ExactSearcher` does, so equal inputs give equal bits;
     ties are broken by document order (doc_idx). Returns per query ``(scores (≤k,) float32, doc ids)``.
     """
