@@ -6,14 +6,11 @@
 Re-running into the same --out keeps complete shards and encodes only missing or damaged ones; a folder made by a
 different model, settings or corpus is refused unless --overwrite. Writes manifest.json and config.resolved.yaml
 beside the shards and prints read/skipped counts and throughput.
+
+The same as ``lexray encode`` (lexray.commands.encode).
 """
 
-from __future__ import annotations
-
-import sys
-
-from lexray.cli import run_as_script
-from lexray.commands.encode import main as main  # noqa: F401 - importable as the job's main(argv)
+from lexray.cli import run_job
 
 if __name__ == "__main__":
-    sys.exit(run_as_script("encode"))
+    raise SystemExit(run_job(__file__))

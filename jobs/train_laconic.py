@@ -1,7 +1,7 @@
-"""LACONIC (../shared/papers/laconic.txt §2): a decoder LLM made bidirectional, trained as a SPLADE encoder with
-the two-phase curriculum — weakly supervised pre-finetuning with in-batch negatives, then hard-negative
-finetuning (LoRA merged between phases) — then encoded, indexed and evaluated, beside the untrained backbone's
-zero-shot score (``--no-zero-shot`` skips it).
+"""LACONIC (arXiv:2601.01684, ../shared/papers/laconic.txt §2): a decoder LLM made bidirectional, trained as a SPLADE
+encoder with the two-phase curriculum — weakly supervised pre-finetuning with in-batch negatives, then
+hard-negative finetuning (LoRA merged between phases) — then encoded, indexed and evaluated, beside the untrained
+backbone's zero-shot score (``--no-zero-shot`` skips it).
 
     python jobs/train_laconic.py                # embedded CPU default: SmolLM2-135M (jobs/configs/laconic-smollm2-cpu.yaml)
     python jobs/train_laconic.py --config jobs/configs/laconic-tiny.yaml   # the 7-minute random-init pipeline check
@@ -11,12 +11,7 @@ zero-shot score (``--no-zero-shot`` skips it).
 The same as ``lexray train-laconic`` (lexray.commands.train).
 """
 
-from __future__ import annotations
-
-import sys
-
-from lexray.cli import run_as_script
-from lexray.commands.train import train_laconic as main  # noqa: F401 - importable as the job's main(argv)
+from lexray.cli import run_job
 
 if __name__ == "__main__":
-    sys.exit(run_as_script("train-laconic"))
+    raise SystemExit(run_job(__file__))

@@ -6,76 +6,69 @@
     lexray <command> --help
 
 Adding a command is one row of :data:`COMMANDS`: ``(name, "module:function", job file, help)``. The function
-takes the argument list and returns a result (the jobs' ``main(argv)``). Commands whose module is not in this
-build yet run ``jobs/<job file>`` from the source checkout when it exists (``python jobs/x.py`` and
-``ray job submit -- python jobs/x.py`` keep working either way: the job files call the same functions).
+(in :mod:`lexray.commands`) takes the argument list and returns a result. Every ``jobs/<job file>`` is the same
+wrapper, ``raise SystemExit(run_job(__file__))``, so ``python jobs/x.py``, ``ray job submit -- python jobs/x.py``
+and ``lexray x`` run the same code with the same errors.
 
-Errors: a failing command prints one line, ``lexray <command>: error: <message>``, and exits with status 1;
-``--debug`` (anywhere on the command line) shows the traceback instead. Ctrl-C exits with 130.
-``--verbose`` (anywhere) keeps every library's own console output (lexray.console).
+Errors: a failing command prints one line, ``lexray <command>: error: <message>``, and exits with status 1 (or
+the ``exit_status`` the exception carries: ``lexray reencode`` exits 3 when another run holds the store); bad
+flags are argparse's usage error, status 2. ``--debug`` (anywhere on the command line) shows the traceback
+instead. Ctrl-C exits with 130. ``--verbose`` (anywhere) keeps every library's own console output
+(lexray.console).
 """
 
 from __future__ import annotations
 
 import importlib
 import sys
-from typing import NamedTuple
-
-from lexray.console import quiet_console
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
 
 
 class Command(NamedTuple):
     name: str
     target: str  # "module:function" taking argv (list[str]) and returning the result
-    job_file: str  # jobs/<file>: the script form of the command (fallback while the module is not built)
+    job_file: str  # jobs/<file>: the script form of the command ("" when it has none)
     help: str
 
 
 COMMANDS: tuple[Command, ...] = (
     Command("train-laconic", "lexray.commands.train:train_laconic", "train_laconic.py",
-            "LACONIC two-phase curriculum on a decoder LLM, then evaluation"),
+            "train a decoder LLM as a LACONIC sparse encoder (two-phase curriculum), then evaluate it beside "
+            "its zero-shot score"),
     Command("train-splade", "lexray.commands.train:train_splade", "train_splade.py",
-            "fine-tune an MLM SPLADE encoder; zero-shot vs fine-tuned"),
+            "fine-tune an MLM SPLADE encoder (InfoNCE or MarginMSE + FLOPS), then evaluate zero-shot vs "
+            "fine-tuned"),
     Command("evaluate", "lexray.commands.evaluate:main", "evaluate.py",
-            "model or BM25 on one or more BEIR collections -> metrics table, metrics.json, per-query metrics"),
-    Command("encode", "lexray.commands.encode:main", "encode_corpus.py", "corpus -> Parquet sparse shards (Ray Data)"),
-    Command("index", "lexray.commands.index:main", "build_index.py", "shards -> inverted index (DuckDB)"),
-    Command("tune", "lexray.commands.tune:main", "tune.py", "hyper-parameter search (Ray Tune)"),
-    Command("reencode", "lexray.commands.reencode:main", "reencode.py", "re-encode a corpus with a new checkpoint"),
+            "encode, index, search and score a model (or BM25) on one or more BEIR collections -> metrics "
+            "table, metrics.json, per-query metrics"),
+    Command("encode", "lexray.commands.encode:main", "encode_corpus.py",
+            "encode a BEIR corpus into Parquet sparse shards with Ray Data (resumable)"),
+    Command("index", "lexray.commands.index:main", "build_index.py",
+            "merge Parquet sparse shards into an inverted index (DuckDB)"),
+    Command("tune", "lexray.commands.tune:main", "tune.py",
+            "hyper-parameter search with Ray Tune: trials fine-tune and score on a dev split -> trials table, "
+            "Pareto front, recipe catalogue, test scores"),
+    Command("reencode", "lexray.commands.reencode:main", "reencode.py",
+            "incremental re-encoding of a collection into a versioned store: only new/changed documents, "
+            "build, validate, atomic switch; --rollback"),
     Command("migrate-vocab", "lexray.commands.migrate_vocab:main", "migrate_vocab.py",
-            "move an index or model to another vocabulary"),
+            "migrate a model to another vocabulary (Vocabulary Transfer) -> an encoder the other commands take"),
     Command("vt-ablation", "lexray.commands.vt_ablation:main", "vt_ablation.py",
             "VT Table 3 at SciFact scale: every row (migration + the same short SPLADE training) -> table.md"),
     Command("pyserini", "lexray.index.lucene.pyserini_cli:main", "",
             "run a Pyserini module with lexray's Java set-up (e.g. pyserini.search.lucene --impact ...)"),
 )
 BY_NAME = {c.name: c for c in COMMANDS}
+BY_JOB_FILE = {c.job_file: c for c in COMMANDS if c.job_file}
+HELP_FLAGS = ("-h", "--help")
 
 
-class CommandUnavailable(RuntimeError):
-    pass
-
-
-def resolve(cmd: Command):
-    """The callable of a command: its module function, else its job file's ``main`` from the checkout."""
+def resolve(cmd: Command) -> Callable[[list[str]], Any]:
+    """The function of a command (imports its module)."""
     module, func = cmd.target.split(":")
-    try:
-        return getattr(importlib.import_module(module), func)
-    except ModuleNotFoundError as e:
-        if e.name is None or not module.startswith(e.name):
-            raise  # a dependency of the module is missing: report that, not "unavailable"
-    from lexray.paths import REPO_ROOT
-
-    job = REPO_ROOT / "jobs" / cmd.job_file if cmd.job_file else None
-    if job is None or not job.is_file():
-        raise CommandUnavailable(f"'{cmd.name}' is not available in this build ({module} is missing"
-                                 + (f" and jobs/{cmd.job_file} does not exist)" if cmd.job_file else ")"))
-    import runpy
-
-    ns = runpy.run_path(str(job), run_name="lexray_job")
-    if "main" not in ns:
-        raise CommandUnavailable(f"jobs/{cmd.job_file} has no main(argv) function")
-    return ns["main"]
+    return getattr(importlib.import_module(module), func)
 
 
 def _usage() -> str:
@@ -87,11 +80,12 @@ def _usage() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run ``lexray [--debug] [--verbose] <command> [args]``; returns the exit status (module docstring)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     verbose = "--verbose" in argv
     argv = [a for a in argv if a not in ("--debug", "--verbose")]
-    if not argv or argv[0] in ("-h", "--help"):
+    if not argv or argv[0] in HELP_FLAGS:
         print(_usage())
         return 0 if argv else 2
     name, rest = argv[0], argv[1:]
@@ -99,11 +93,13 @@ def main(argv: list[str] | None = None) -> int:
     if cmd is None:
         print(f"lexray: unknown command {name!r}\n\n{_usage()}", file=sys.stderr)
         return 2
-    quiet_console(verbose=verbose)
+    if not any(a in HELP_FLAGS for a in rest):  # --help prints and exits: no need to import transformers
+        from lexray.console import quiet_console
+
+        quiet_console(verbose=verbose)
     try:
-        fn = resolve(cmd)
-        fn(rest)
-    except SystemExit as e:  # argparse --help / usage errors
+        result = resolve(cmd)(rest)
+    except SystemExit as e:  # argparse --help / usage errors, or a command's own exit status
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except KeyboardInterrupt:
         print(f"lexray {name}: interrupted", file=sys.stderr)
@@ -113,13 +109,21 @@ def main(argv: list[str] | None = None) -> int:
             raise
         msg = " ".join(str(e).split()) or type(e).__name__
         print(f"lexray {name}: error: {msg} ({type(e).__name__}; --debug shows the traceback)", file=sys.stderr)
-        return 1
-    return 0
+        return getattr(e, "exit_status", 1)
+    # a command that returns an int (pyserini) returns its exit status; the others return their result
+    return result if isinstance(result, int) and not isinstance(result, bool) else 0
 
 
-def run_as_script(name: str) -> int:
-    """``python jobs/<job>.py args`` = ``lexray <name> args`` (same one-line errors and ``--debug``)."""
-    return main([name, *sys.argv[1:]])
+def run_job(job_file: str) -> int:
+    """``python jobs/<file>.py args`` = ``lexray <command> args``, the command whose job file is ``<file>.py``.
+
+    Raises:
+        KeyError: the file is not a job file of :data:`COMMANDS`.
+    """
+    name = Path(job_file).name
+    if name not in BY_JOB_FILE:
+        raise KeyError(f"jobs/{name} is not the job file of any command in lexray.cli.COMMANDS")
+    return main([BY_JOB_FILE[name].name, *sys.argv[1:]])
 
 
 if __name__ == "__main__":

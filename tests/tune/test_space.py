@@ -3,25 +3,17 @@ shipped spaces validate against their recipes (apc.yaml only as a file until mod
 
 from __future__ import annotations
 
-import importlib.util
-
 import pytest
 
+from lexray.commands.tune import DEFAULT_RECIPE
 from lexray.config import ConfigError, load_config
 from lexray.paths import REPO_ROOT
 from lexray.tune.space import SpaceError, check_space_against_config, load_space, trial_config
 
 
-def _default_recipe() -> dict:
-    spec = importlib.util.spec_from_file_location("tune_job", REPO_ROOT / "jobs" / "tune.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod.DEFAULT_RECIPE
-
-
 @pytest.fixture(scope="module")
 def base():
-    return load_config(None, None, base=_default_recipe())
+    return load_config(None, None, base=DEFAULT_RECIPE)
 
 
 def write(tmp_path, text: str):
@@ -40,7 +32,7 @@ def write(tmp_path, text: str):
 ])
 def test_config_rejects_invalid_values_naming_the_key(override, key):
     with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
-        load_config(None, [override], base=_default_recipe())
+        load_config(None, [override], base=DEFAULT_RECIPE)
 
 
 @pytest.mark.parametrize("name", ["flops", "rescale", "laconic"])

@@ -1,6 +1,7 @@
-"""Encode a BEIR corpus into Parquet sparse shards with Ray Data (resumable; see docs/indexing.md).
+"""``lexray encode``: encode a BEIR corpus into Parquet sparse shards with Ray Data (resumable; see
+docs/indexing.md).
 
-    python jobs/encode_corpus.py --model ../shared/models/splade-tiny --dataset ../shared/datasets/scifact \\
+    lexray encode --model ../shared/models/splade-tiny --dataset ../shared/datasets/scifact \\
         --out outputs/scifact-shards [--config recipe.yaml] [--set encode.batch_size=64 ...]
 
 Re-running into the same --out keeps complete shards and encodes only missing or damaged ones; a folder made by a
@@ -15,12 +16,11 @@ import json
 
 from lexray.commands.common import print_outputs, setup_logging, validate_dataset, validate_model
 from lexray.config import add_config_args, load_config, save_config
-from lexray.data.beir import ReadReport
-from lexray.encode.pipeline import encode_corpus
 
 
-def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="lexray encode", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", help="sparse encoder: local directory or hub id (model.name_or_path)")
     ap.add_argument("--dataset", help="BEIR-layout folder (data.dataset)")
     ap.add_argument("--out", required=True, help="shard folder (created; resumed if it exists)")
@@ -29,7 +29,13 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--backend", choices=["ray", "local"], help="encode.backend")
     ap.add_argument("--overwrite", action="store_true", help="replace shards of another model/settings")
     add_config_args(ap)
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> dict:
+    """Encode (or resume encoding) the corpus into ``--out``; returns the manifest as a dict. The dataset and the
+    model are checked before anything is encoded (FileNotFoundError / ValueError naming them)."""
+    args = build_parser().parse_args(argv)
     setup_logging()
 
     flags = {"model.name_or_path": args.model, "data.dataset": args.dataset, "data.max_docs": args.max_docs,
@@ -40,6 +46,8 @@ def main(argv: list[str] | None = None) -> dict:
     cfg = load_config(args.config, overrides, base=base)
     validate_dataset(cfg.data.dataset)
     validate_model(cfg.model)
+    from lexray.data.beir import ReadReport
+    from lexray.encode.pipeline import encode_corpus  # torch: after the early checks
 
     report = ReadReport()
     manifest = encode_corpus(cfg.model, cfg.data.dataset, args.out, cfg.encode, on_error=cfg.data.on_error,

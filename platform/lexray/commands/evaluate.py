@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--retriever", choices=["sparse", "bm25"], default="sparse")
     ap.add_argument("--backend", choices=["exact", "lucene", "both", "seismic"],
                     help="search backend (eval.backend); seismic is approximate and reports recall@10 vs exact")
-    ap.add_argument("--store", help="evaluate the current version of a collection store (jobs/reencode.py); "
+    ap.add_argument("--store", help="evaluate the current version of a collection store (lexray reencode); "
                                     "current is resolved once, so a concurrent switch does not change the run")
     ap.add_argument("--baseline", help="output folder of an earlier evaluate run to compare with per query")
     ap.add_argument("--test", choices=["t-test", "fisher"], default="t-test",

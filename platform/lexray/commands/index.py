@@ -1,6 +1,6 @@
-"""Merge Parquet sparse shards into an inverted index with DuckDB.
+"""``lexray index``: merge Parquet sparse shards into an inverted index with DuckDB.
 
-    python jobs/build_index.py --shards OUT/shards --out OUT/index [--set index.memory_limit=4GB]
+    lexray index --shards OUT/shards --out OUT/index [--set index.memory_limit=4GB]
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from lexray.index.build import build_index
 
 
 def main(argv: list[str] | None = None) -> dict:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    """Build the index of ``--shards`` into ``--out``; returns its statistics (``IndexStats`` as a dict)."""
+    ap = argparse.ArgumentParser(prog="lexray index", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--shards", required=True, help="folder of Parquet sparse shards (jobs/encode_corpus.py)")
     ap.add_argument("--out", required=True, help="index folder to write (replaced atomically)")
     add_config_args(ap)

@@ -1,9 +1,9 @@
 """``lexray train-laconic`` / ``lexray train-splade``: train, then evaluate, with the same Ray Train loop.
 
-LACONIC (../shared/papers/laconic.txt §2): a decoder LLM made bidirectional, trained as a SPLADE encoder with the
-two-phase curriculum (weakly supervised pre-finetuning with in-batch negatives, then hard-negative finetuning,
-LoRA merged between phases). SPLADE: fine-tune an MLM encoder (InfoNCE or MarginMSE + FLOPS) and report the
-zero-shot and fine-tuned scores of the same evaluation side by side.
+LACONIC (arXiv:2601.01684, ../shared/papers/laconic.txt §2): a decoder LLM made bidirectional, trained as a SPLADE
+encoder with the two-phase curriculum (weakly supervised pre-finetuning with in-batch negatives, then hard-negative
+finetuning, LoRA merged between phases). SPLADE (SPLADE v2, arXiv:2109.10086): fine-tune an MLM encoder (InfoNCE
+or MarginMSE + FLOPS) and report the zero-shot and fine-tuned scores of the same evaluation side by side.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ LACONIC_RECIPE = REPO_ROOT / "jobs" / "configs" / "laconic-smollm2-cpu.yaml"
 SPLADE_RECIPE = REPO_ROOT / "jobs" / "configs" / "splade-tiny-scifact.yaml"
 
 
-def _run(argv, doc: str, default_recipe, laconic: bool) -> dict:
+def _run(argv, prog: str, default_recipe, laconic: bool) -> dict:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_config_args(ap)
     if laconic:
         ap.add_argument("--no-eval", action="store_true", help="train only")
@@ -53,9 +53,9 @@ def _run(argv, doc: str, default_recipe, laconic: bool) -> dict:
 def train_laconic(argv: list[str] | None = None) -> dict:
     """``lexray train-laconic [--config recipe.yaml] [--set k=v ...] [--no-eval] [--no-zero-shot]`` (default recipe
     laconic-smollm2-cpu: SmolLM2-135M; the zero-shot score of the same backbone is printed beside the trained one)."""
-    return _run(argv, __doc__, LACONIC_RECIPE, laconic=True)
+    return _run(argv, "lexray train-laconic", LACONIC_RECIPE, laconic=True)
 
 
 def train_splade(argv: list[str] | None = None) -> dict:
     """``lexray train-splade [--config recipe.yaml] [--set k=v ...] [--no-zero-shot]``."""
-    return _run(argv, __doc__, SPLADE_RECIPE, laconic=False)
+    return _run(argv, "lexray train-splade", SPLADE_RECIPE, laconic=False)

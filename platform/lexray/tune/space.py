@@ -3,7 +3,7 @@
 A space file::
 
     description: FLOPS regularization strength of SPLADE fine-tuning
-    recipe: null                      # base recipe when jobs/tune.py gets no --config (repo-relative); null = default
+    recipe: null                      # base recipe when lexray tune gets no --config (repo-relative); null = default
     params:                           # any dotted config key that --set takes, one distribution each
       train.phases.0.flops.lambda_q: {loguniform: [1.0e-5, 1.0e-1]}
       train.phases.0.flops.lambda_d: {loguniform: [1.0e-5, 1.0e-1]}

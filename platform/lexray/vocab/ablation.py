@@ -1,5 +1,6 @@
-"""The VT initialization ablation (../shared/papers/vocabulary-transfer-vt.txt §6.2.1, Table 3) at small scale: its
-rows, the two commands of each row, and the table they produce.
+"""The VT initialization ablation (Vocabulary Transfer, arXiv:2607.00004, ../shared/papers/vocabulary-transfer-vt.txt
+§6.2.1, Table 3) at small scale: its rows, the two commands of each row, and the table they produce
+(``lexray vt-ablation``, :mod:`lexray.commands.vt_ablation`).
 
 Every row is a migration (``jobs/migrate_vocab.py`` with the migration recipe plus the row's ``--set``s), then the
 same short SPLADE training and evaluation (``jobs/train_splade.py`` with the finetune recipe and

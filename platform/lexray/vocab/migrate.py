@@ -1,9 +1,11 @@
-"""The VT migration end to end (../shared/papers/vocabulary-transfer-vt.txt §4.2): align → initialize E′, head
-and bias → (adapt) → APC → a normal lexray encoder folder over the target tokenizer, plus ``vt_report.json``.
+"""The VT migration end to end (Vocabulary Transfer, arXiv:2607.00004, ../shared/papers/vocabulary-transfer-vt.txt
+§4.2): align → initialize E′, head and bias → (adapt) → APC → a normal lexray encoder folder over the target
+tokenizer, plus ``vt_report.json``.
 
-Used by ``jobs/migrate_vocab.py``; each step is its own module (alignment, sparsemax, init, head, masking, adapt,
-apc). The migrated folder loads with :meth:`lexray.models.SparseEncoder.from_pretrained` and trains / evaluates
-with the other jobs (``model.name_or_path=<out>/model``).
+Used by ``lexray migrate-vocab`` (:mod:`lexray.commands.migrate_vocab`, ``jobs/migrate_vocab.py``); each step is
+its own module (alignment, sparsemax, init, head, masking, adapt, apc). The migrated folder loads with
+:meth:`lexray.models.SparseEncoder.from_pretrained` and trains / evaluates with the other commands
+(``model.name_or_path=<out>/model``).
 """
 
 from __future__ import annotations
