@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import shlex
-import sys
 from pathlib import Path
 
 import yaml
@@ -26,8 +25,7 @@ def test_rayjob_manifest_parses_and_runs_the_reencode_job():
 
 
 def test_crontab_line_uses_real_flags(monkeypatch):
-    sys.path.insert(0, str(REPO / "jobs"))
-    import reencode  # noqa: F401 - the job module parses its flags in main()
+    from lexray.commands import reencode  # jobs/reencode.py runs this command
 
     (line,) = _blocks("cron")
     fields = line.strip().split(None, 5)
