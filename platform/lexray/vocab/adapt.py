@@ -56,6 +56,7 @@ def freeze_for_adaptation(backbone: nn.Module, train_output_head: bool = True) -
 
 
 def resolve_objective(objective: str, kind: str) -> str:
+    """``vt.adapt.objective`` for a backbone ``kind``: ``auto`` is ``mntp`` for decoders, ``mlm`` otherwise."""
     return ("mntp" if kind == "decoder" else "mlm") if objective == "auto" else objective
 
 
@@ -70,6 +71,8 @@ class MaskedLMObjective(nn.Module):
         self.objective = objective
 
     def forward(self, inputs: dict[str, torch.Tensor], labels: torch.Tensor) -> torch.Tensor:
+        """``inputs``: input_ids / attention_mask (B, L); ``labels`` (B, L) long, IGNORE where not masked.
+        Returns the scalar float32 loss (0 with a graph when nothing is masked)."""
         split = body_and_head(self.backbone, self.kind)
         if self.objective == "mntp":
             labels = torch.cat([labels[:, 1:], torch.full_like(labels[:, :1], IGNORE)], 1)
