@@ -43,12 +43,18 @@ class TrainerState:
     done: bool = False
 
     def save(self, directory: Path) -> Path:
+        """Write ``trainer_state.json`` into ``directory``; returns its path."""
         p = Path(directory) / STATE_FILE
         p.write_text(json.dumps(asdict(self), indent=2))
         return p
 
     @classmethod
     def load(cls, directory: Path) -> TrainerState:
+        """Read ``trainer_state.json`` from ``directory``.
+
+        Raises:
+            FileNotFoundError: not a lexray training checkpoint.
+        """
         p = Path(directory) / STATE_FILE
         if not p.is_file():
             raise FileNotFoundError(f"{directory}: not a lexray training checkpoint (no {STATE_FILE})")
@@ -56,6 +62,7 @@ class TrainerState:
 
     @property
     def model_dir(self) -> str | None:
+        """The last completed phase's model folder (the run's result once ``done``), or None."""
         return self.phase_dirs[-1] if self.phase_dirs else None
 
 

@@ -1,4 +1,5 @@
-"""Phase sequencing (LACONIC §2.2-2.4): data per phase, model initialisation, LoRA and its merge.
+"""Phase sequencing (LACONIC, arXiv:2601.01684, ../shared/papers/laconic.txt §2.2-2.4): data per phase, model
+initialisation, LoRA and its merge.
 
 LACONIC trains in two phases — pre-finetuning on weakly supervised pairs with in-batch negatives, then finetuning
 with hard negatives — each with LoRA; after a phase "we merge the LoRA adapter back to the base model and use the

@@ -1,227 +1,49 @@
-"""The one training loop of every lexray training job: ``train_func`` run by a Ray Train ``TorchTrainer``.
+"""The training run of every lexray training job: ``train_func`` run by a Ray Train ``TorchTrainer``.
 
 ``run_training(cfg)`` builds the trainer from ``cfg.train`` (workers, CPUs/GPUs, strategy, failures) and runs the
-phases of ``cfg.train.phases`` in sequence (LACONIC §2.2-2.4, :mod:`lexray.train.curriculum`). Per phase: build the
-encoder (previous phase's merged weights), optional LoRA, the strategy (DDP / FSDP2 / DeepSpeed,
-:mod:`lexray.train.strategies`), AdamW with a cosine schedule and linear warm-up
-(``transformers.get_cosine_schedule_with_warmup``), then optimizer steps until ``max_steps`` / ``epochs``.
-
-One optimizer step (global batch G = W workers × K micro-batches × m queries):
-
-1. encode the K micro-batches — with K = 1 with a graph; with K > 1 first without one (GradCache, Gao et al. 2021,
-   "Scaling Deep Contrastive Learning Batch Size under Memory Limited Setup"), saving the RNG state of each;
-2. gather the (K·m, |V|) query and (K·m·(1+N), |V|) document representations of all workers
-   (:func:`lexray.losses.gather_with_grad`) and evaluate the objective of LACONIC §2.2 on the *global* batch:
-   ``L_rank + λ_Q·FLOPS(Q) + λ_D·FLOPS(D)`` — in-batch negatives span the whole global batch and the regularizer
-   obeys the λ rule of :mod:`lexray.losses.flops`;
-3. back-propagate it to the cached representations (the local slice; ×W because strategies average gradients);
-4. for each micro-batch: (K > 1: restore its RNG state, re-encode with a graph,) back-propagate
-   ``Σ reps · ∂L/∂reps`` with gradient synchronisation only on the last micro-batch;
-5. clip, step the optimizer and the LR schedule.
-
-So the update of a step depends on the global batch only — not on W or K (tests/train/test_loop.py). bf16
-autocast and gradient checkpointing apply on GPU when ``train.bf16`` / ``train.gradient_checkpointing`` are set.
+phases of ``cfg.train.phases`` in sequence (LACONIC, arXiv:2601.01684, §2.2-2.4, :mod:`lexray.train.curriculum`):
+each phase is the SPLADE / LACONIC objective's step functions (:class:`lexray.train.splade.SparsePhase`: encoder,
+LoRA, strategy, AdamW with cosine schedule, the GradCache step over the global batch) run by the one phase runner
+(:func:`lexray.train.runner.run_phase`: resume, log and checkpoint cadence, phase-end save and report).
 
 Metrics (:mod:`lexray.train.metrics`) are written every ``log_every`` steps by rank 0 to TensorBoard and
 ``metrics.jsonl`` under ``<storage_path>/<name>/lexray/``; only steps with a checkpoint, a dev evaluation or a
 collapse are also sent through ``ray.train.report`` (each report can wait for the controller's 2 s poll); checkpoints
 (:mod:`lexray.train.checkpoint`) every ``checkpoint_every`` steps and at every phase end. Re-running with the same
 name resumes from the latest checkpoint.
+
+``DualEncoder``, ``objective``, ``train_step`` (:mod:`lexray.train.splade`) and ``RayReporter``,
+``LocalReporter``, ``worker_device`` (:mod:`lexray.train.runner`) are importable from here too.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
-import tempfile
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
-from torch import nn
 
-from lexray.config import LexrayConfig, PhaseConfig
+from lexray.config import LexrayConfig
 from lexray.console import quiet_ray_train_reports
-from lexray.data.collate import Batch, StepSampler, collate
-from lexray.losses import (
-    FlopsSchedule,
-    active_dims,
-    flops_loss,
-    gather_with_grad,
-    infonce_loss,
-    l1_loss,
-    margin_mse_loss,
+from lexray.train.checkpoint import TrainerState, materialize
+from lexray.train.metrics import MetricsSink, TrainingCollapsedError, read_metrics
+from lexray.train.runner import (
+    LocalReporter,
+    RayReporter,
+    report_checkpoint,
+    resume_state,
+    run_phase,
+    worker_device,
 )
-from lexray.train import curriculum
-from lexray.train.checkpoint import TrainerState, add_model, materialize
-from lexray.train.metrics import CollapseGuard, MetricsSink, TrainingCollapsedError, read_metrics
-from lexray.train.strategies import barrier, make_strategy, rank, world_size
+from lexray.train.splade import DualEncoder, SparsePhase, objective, train_step
+from lexray.train.strategies import rank
 
-
-class DualEncoder(nn.Module):
-    """One forward for a micro-batch: ``(q_inputs, d_inputs) -> (q_reps (B,|V|), d_reps (B·(1+N),|V|))``.
-
-    Why one module call: DDP and DeepSpeed expect one forward per backward; queries and documents share the
-    backbone but use different max lengths, so they are two encoder calls inside one forward.
-    """
-
-    def __init__(self, encoder: nn.Module):
-        super().__init__()
-        self.encoder = encoder
-
-    def forward(self, q: dict[str, torch.Tensor], d: dict[str, torch.Tensor]):
-        return self.encoder(**q, kind="query"), self.encoder(**d, kind="document")
-
-
-# ---------------------------------------------------------------------------------------------- objective
-def objective(q: torch.Tensor, d: torch.Tensor, teacher: torch.Tensor | None, phase: PhaseConfig,
-              lam_q: float, lam_d: float, gather_negatives: bool) -> dict[str, Any]:
-    """The step objective on this worker's cached representations (leaf tensors requiring grad).
-
-    Returns ``{"backward": tensor to back-propagate, "loss", "rank_loss", "reg_q", "reg_d": floats of the global
-    batch, "q_stats", "d_stats": active_dims of the global batch}``.
-    """
-    import torch.distributed as dist
-
-    W = world_size()
-    qg, dg = gather_with_grad(q), gather_with_grad(d)
-    n = phase.num_negatives
-    if phase.loss == "margin_mse":
-        if teacher is None:
-            raise ValueError(f"phase '{phase.name}': margin_mse needs teacher scores")
-        tg = gather_with_grad(teacher.to(q.device))
-        rank_loss = margin_mse_loss(qg, dg, tg[:, 0], tg[:, 1:])
-        rank_scale, rank_value = W, rank_loss.detach()
-    elif gather_negatives or W == 1:
-        rank_loss = infonce_loss(qg, dg, n, phase.temperature, phase.in_batch_negatives)
-        rank_scale, rank_value = W, rank_loss.detach()
-    else:  # negatives from this worker only: the mean of per-worker losses
-        rank_loss = infonce_loss(q, d, n, phase.temperature, phase.in_batch_negatives)
-        rank_scale, rank_value = 1, rank_loss.detach().clone()
-        dist.all_reduce(rank_value)
-        rank_value /= W
-    fl = phase.flops
-    if fl.kind == "l1":
-        reg_q, reg_d = l1_loss(qg), l1_loss(dg)
-    else:
-        reg_q, reg_d = flops_loss(qg, fl.unbiased), flops_loss(dg, fl.unbiased)
-    reg = lam_q * reg_q + lam_d * reg_d
-    return {"backward": rank_scale * rank_loss + W * reg,
-            "loss": float(rank_value + reg.detach()), "rank_loss": float(rank_value),
-            "reg_q": float(reg_q.detach()), "reg_d": float(reg_d.detach()),
-            "q_stats": active_dims(qg), "d_stats": active_dims(dg)}
-
-
-def _rng_state(device: torch.device):
-    return (torch.get_rng_state(), torch.cuda.get_rng_state(device) if device.type == "cuda" else None)
-
-
-def _set_rng_state(state, device: torch.device) -> None:
-    torch.set_rng_state(state[0])
-    if state[1] is not None:
-        torch.cuda.set_rng_state(state[1], device)
-
-
-def _to(inputs: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
-    return {k: v.to(device, non_blocking=True) for k, v in inputs.items()}
-
-
-def train_step(strategy, batches: list[Batch], phase: PhaseConfig, lam_q: float, lam_d: float,
-               gather_negatives: bool, device: torch.device, autocast) -> dict[str, Any]:
-    """One optimizer step over this worker's K micro-batches (see the module docstring); returns the objective's
-    floats and statistics plus ``grad_norm``."""
-    K = len(batches)
-    inputs = [(_to(b.queries, device), _to(b.docs, device)) for b in batches]
-    if K == 1:
-        with autocast():
-            reps = [strategy.forward(*inputs[0])]
-        rng = None
-    else:
-        reps, rng = [], []
-        with torch.no_grad():
-            for q_in, d_in in inputs:
-                rng.append(_rng_state(device))
-                with autocast():
-                    reps.append(strategy.forward(q_in, d_in))
-    q_leaf = torch.cat([r[0] for r in reps]).detach().float().requires_grad_(True)
-    d_leaf = torch.cat([r[1] for r in reps]).detach().float().requires_grad_(True)
-    teacher = torch.cat([b.teacher for b in batches]) if batches[0].teacher is not None else None
-    out = objective(q_leaf, d_leaf, teacher, phase, lam_q, lam_d, gather_negatives)
-    out.pop("backward").backward()
-    gq = q_leaf.grad.split([b.n_queries for b in batches])
-    gd = d_leaf.grad.split([b.n_queries * (1 + b.num_negatives) for b in batches])
-    for k in range(K):
-        last = k == K - 1
-        with strategy.sync(last):
-            if K == 1:
-                q_rep, d_rep = reps[0]
-            else:
-                _set_rng_state(rng[k], device)
-                with autocast():
-                    q_rep, d_rep = strategy.forward(*inputs[k])
-            surrogate = (q_rep.float() * gq[k]).sum() + (d_rep.float() * gd[k]).sum()
-            strategy.backward(surrogate)
-    out["grad_norm"] = strategy.step()
-    return out
-
-
-# ---------------------------------------------------------------------------------------------- reporting
-class RayReporter:
-    """Ray Train's report / checkpoint API (every worker calls ``report`` the same number of times)."""
-
-    def get_checkpoint_dir(self):
-        import ray.train
-
-        ckpt = ray.train.get_checkpoint()
-        return ckpt.as_directory() if ckpt is not None else None
-
-    def report(self, metrics: dict, checkpoint_dir: str | None) -> None:
-        import ray.train
-
-        ckpt = ray.train.Checkpoint.from_directory(checkpoint_dir) if checkpoint_dir else None
-        ray.train.report(metrics, checkpoint=ckpt)
-
-
-class LocalReporter:
-    """In-process stand-in for Ray (one process, no process group): keeps reported metrics and the latest
-    checkpoint (copied into ``ckpt_root``). For references in tests and the benchmark."""
-
-    def __init__(self, ckpt_root: Path | None = None):
-        self.metrics: list[dict] = []
-        self.history: list[dict] = []
-        self.ckpt_root = ckpt_root
-        self.latest: Path | None = None
-
-    def get_checkpoint_dir(self):
-        return contextlib.nullcontext(str(self.latest)) if self.latest else None
-
-    def report(self, metrics: dict, checkpoint_dir: str | None) -> None:
-        self.metrics.append(metrics)
-        if checkpoint_dir and self.ckpt_root is not None:
-            import shutil
-
-            dst = self.ckpt_root / f"checkpoint_{len(self.metrics):06d}"
-            shutil.copytree(checkpoint_dir, dst)
-            self.latest = dst
-
-
-# ---------------------------------------------------------------------------------------------- the loop
-def _autocast_factory(cfg: LexrayConfig, device: torch.device):
-    if device.type == "cuda" and cfg.train.bf16:
-        return lambda: torch.autocast("cuda", dtype=torch.bfloat16)
-    return contextlib.nullcontext
-
-
-def worker_device() -> torch.device:
-    try:
-        import ray.train.torch
-
-        return ray.train.torch.get_device()
-    except Exception:  # noqa: BLE001 - outside a Ray Train worker
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+__all__ = ["DualEncoder", "LocalReporter", "RayReporter", "TrainResult", "build_trainer", "objective",
+           "run_phases", "run_training", "torch_trainer", "train_func", "train_local", "train_result",
+           "train_step", "training_run_dir", "worker_device"]
 
 
 def run_phases(cfg: LexrayConfig, run_dir: Path, reporter, fault_injection: dict | None = None,
@@ -237,33 +59,18 @@ def run_phases(cfg: LexrayConfig, run_dir: Path, reporter, fault_injection: dict
         raise ValueError(f"a dev evaluator needs train.strategy=ddp (rank 0 holds the full model), "
                          f"got {cfg.train.strategy!r} with {cfg.train.num_workers} workers")
     device = device or worker_device()
-    r = rank()
-    state = TrainerState()
-    resume_ctx = reporter.get_checkpoint_dir()
-    if resume_ctx is not None:
-        with resume_ctx as d:
-            state = TrainerState.load(Path(d))
-            # the checkpoint carries the model it needs (lexray.train.checkpoint): copy it to this node
-            local = materialize(Path(d), run_dir / "models" / f"resume-phase-{state.phase}-step-{state.step}")
-        if local is not None and state.done:
-            state.phase_dirs = [*state.phase_dirs[:-1], str(local)]
-        elif local is not None:
-            state.init_dir = str(local)
-    sink = MetricsSink(run_dir, enabled=r == 0, tensorboard=cfg.train.tensorboard)
+    state = resume_state(reporter, TrainerState(), run_dir / "models")
+    sink = MetricsSink(run_dir, enabled=rank() == 0, tensorboard=cfg.train.tensorboard)
     try:
         while state.phase < len(cfg.train.phases) and not state.done:
             state = _run_phase(cfg, state, run_dir, reporter, sink, device, fault_injection, evaluator)
             if state.done:  # collapsed
                 return state
         state.done = True
-        final = {"done": 1.0, "phase": float(len(cfg.train.phases)), "model_dir": state.model_dir}
         # with a checkpoint: Ray's Result.metrics are those of the latest checkpoint, and a rerun of a finished
         # run then finds done=True and returns at once
-        with tempfile.TemporaryDirectory(prefix="lexray-ckpt-") as tmp:
-            if r == 0:
-                state.save(Path(tmp))
-                add_model(Path(tmp), state.model_dir)
-            reporter.report(final, tmp if r == 0 else None)
+        report_checkpoint(reporter, {"done": 1.0, "phase": float(len(cfg.train.phases)),
+                                     "model_dir": state.model_dir}, state, state.model_dir)
         return state
     finally:
         sink.close()
@@ -271,109 +78,17 @@ def run_phases(cfg: LexrayConfig, run_dir: Path, reporter, fault_injection: dict
 
 def _run_phase(cfg: LexrayConfig, state: TrainerState, run_dir: Path, reporter, sink: MetricsSink,
                device: torch.device, fault_injection: dict | None, evaluator=None) -> TrainerState:
+    """Phase ``state.phase`` on the runner; its end state starts the next phase from the merged encoder."""
     p = state.phase
-    ev = evaluator if p == len(cfg.train.phases) - 1 else None
-    phase = cfg.train.phases[p]
-    tc = cfg.train
-    r, W = rank(), world_size()
-    phase_seed = tc.seed + 1000 * p
-    encoder = curriculum.build_encoder(cfg.model, state.init_dir)
-    torch.manual_seed(phase_seed)
-    peft_model = curriculum.apply_lora(encoder, phase.lora)
-    if tc.gradient_checkpointing and device.type == "cuda":
-        encoder.backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    dataset = curriculum.build_dataset(cfg, phase, phase_seed)
-    if r == 0 and getattr(dataset, "report", None) is not None:
-        print(f"[lexray] phase '{phase.name}': {dataset.report.summary()}", flush=True)
-    sampler = StepSampler(len(dataset), phase.global_batch_size, W, phase.grad_accum, seed=phase_seed)
-    total = curriculum.total_steps(phase, sampler.steps_per_epoch)
-    module = DualEncoder(encoder)
-    strategy = make_strategy(
-        tc.strategy, module, lr=phase.lr, weight_decay=phase.weight_decay, total_steps=total,
-        warmup_ratio=phase.warmup_ratio, max_grad_norm=tc.max_grad_norm, device=device,
-        layers=encoder.transformer_layers(), deepspeed_config=tc.deepspeed_config,
-        micro_batch=sampler.micro_batch_size, grad_accum=phase.grad_accum, bf16=tc.bf16 and device.type == "cuda")
-    start = state.step
-    if start > 0:
-        with reporter.get_checkpoint_dir() as d:
-            strategy.load(Path(d))
-        if r == 0:
-            print(f"[lexray] phase '{phase.name}': resumed at step {start}/{total}", flush=True)
-    module.train()
-    lam = FlopsSchedule.from_config(phase.flops)
-    guard = CollapseGuard(encoder.vocab_size, tc.collapse_min_active, tc.collapse_max_fraction,
-                          tc.collapse_patience)
-    autocast = _autocast_factory(cfg, device)
-    gather = tc.gather_negatives
-    qmax, dmax = phase.query_max_length, phase.doc_max_length
-    for step in range(start, total):
-        t0 = time.perf_counter()
-        epoch, s = sampler.position(step)
-        batches = [collate([dataset.example(int(i), epoch) for i in mb], encoder.tokenize, qmax, dmax)
-                   for mb in sampler.micro_batches(epoch, s, r)]
-        lam_q, lam_d = lam(step + 1)
-        out = train_step(strategy, batches, phase, lam_q, lam_d, gather, device, autocast)
-        done_steps = step + 1
-        if fault_injection and done_steps == fault_injection.get("step") and p == fault_injection.get("phase", 0):
-            marker = Path(fault_injection["marker"]).with_suffix(f".rank{r}")
-            if not marker.exists():
-                marker.parent.mkdir(parents=True, exist_ok=True)
-                marker.write_text("injected")
-                raise RuntimeError(f"injected failure after step {done_steps} (fault_injection, tests only)")
-        elapsed = time.perf_counter() - t0
-        eval_now = ev is not None and (done_steps % ev.every == 0 or done_steps == total)
-        log_now = done_steps % tc.log_every == 0 or done_steps == total or eval_now
-        ckpt_now = done_steps % tc.checkpoint_every == 0 and done_steps < total
-        if not (log_now or ckpt_now):
-            continue
-        m = {"phase": float(p), "step": float(done_steps), "epoch": float(epoch), "loss": out["loss"],
-             "rank_loss": out["rank_loss"], "reg_q": out["reg_q"], "reg_d": out["reg_d"],
-             "lambda_q": lam_q, "lambda_d": lam_d, "q_active": out["q_stats"]["mean"],
-             "d_active": out["d_stats"]["mean"], "q_active_frac": out["q_stats"]["fraction"],
-             "d_active_frac": out["d_stats"]["fraction"], "lr": strategy.lr(), "grad_norm": out["grad_norm"],
-             "examples_per_s": phase.global_batch_size / max(elapsed, 1e-9), "step_time_s": elapsed,
-             "wall_time": time.time(), "resumed_from_step": float(start)}
-        if eval_now:
-            if r == 0:
-                m.update(ev(encoder, done_steps))
-            barrier()
-        collapse = guard.update(m["d_active"], done_steps) if log_now else None
-        if collapse:
-            m["collapsed"] = 1.0
-            m["collapse_message"] = collapse
-            sink.write(m, done_steps, total, phase.name)
-            reporter.report(m, None)
-            return TrainerState(p, done_steps, state.init_dir, state.phase_dirs, done=True)
-        if log_now:
-            sink.write(m, done_steps, total, phase.name)
-        if ckpt_now:
-            with tempfile.TemporaryDirectory(prefix="lexray-ckpt-") as tmp:
-                strategy.save(Path(tmp))
-                if r == 0:
-                    TrainerState(p, done_steps, state.init_dir, state.phase_dirs).save(Path(tmp))
-                    add_model(Path(tmp), state.init_dir)
-                reporter.report(m, tmp)
-        elif eval_now:
-            # Only reports that carry a checkpoint or a dev evaluation go to Ray (Tune's schedulers read the
-            # latter). Every ray.train.report puts the result in a one-slot queue that Ray Train V2's controller
-            # empties once per poll (RAY_TRAIN_HEALTH_CHECK_INTERVAL_S, 2 s): reporting every logged step made a
-            # 0.7 s step take 2.0 s (issue 13; docs/bugs-and-fixes.md). The logged steps go to the sink above.
-            reporter.report(m, None)
-    # phase end: merge LoRA into the weights and save the encoder the next phase starts from
-    sd = strategy.full_state_dict()
-    out_dir = run_dir / "models" / f"phase-{p}-{phase.name}"
-    if r == 0:
-        curriculum.save_merged(sd, cfg.model, state.init_dir, phase.lora, phase_seed, out_dir)
-        print(f"[lexray] phase '{phase.name}' done: merged encoder saved to {out_dir}", flush=True)
-    del sd, strategy, module, encoder, peft_model
-    barrier()
-    new = TrainerState(p + 1, 0, str(out_dir), [*state.phase_dirs, str(out_dir)])
-    with tempfile.TemporaryDirectory(prefix="lexray-ckpt-") as tmp:
-        if r == 0:
-            new.save(Path(tmp))
-            add_model(Path(tmp), out_dir)
-        reporter.report({"phase": float(p), "phase_done": 1.0, "model_dir": str(out_dir)}, tmp if r == 0 else None)
-    return new
+    out_dir = run_dir / "models" / f"phase-{p}-{cfg.train.phases[p].name}"
+
+    def end(out: Path):
+        new = TrainerState(p + 1, 0, str(out), [*state.phase_dirs, str(out)])
+        return new, {"phase": float(p), "phase_done": 1.0, "model_dir": str(out)}, out
+
+    return run_phase(lambda: SparsePhase(cfg, state, device, evaluator), state, reporter, sink, out_dir, end,
+                     log_every=cfg.train.log_every, checkpoint_every=cfg.train.checkpoint_every,
+                     checkpoint_model=state.init_dir, fault_injection=fault_injection)
 
 
 def train_func(config: dict) -> None:

@@ -1,10 +1,13 @@
-"""Per-step training metrics, their sinks (Ray report, TensorBoard, JSONL, console) and the collapse guard.
+"""Per-step training metrics, their sink (TensorBoard, JSONL, console) and the collapse guard.
 
-Metric names (all floats): ``loss`` (the objective: ranking loss + λ_Q·reg_Q + λ_D·reg_D, global batch),
-``rank_loss``, ``reg_q`` / ``reg_d`` (unweighted FLOPS or L1 terms), ``lambda_q`` / ``lambda_d`` (weights in force),
-``q_active`` / ``d_active`` (mean non-zero dimensions per query / document), ``q_active_frac`` /
-``d_active_frac`` (÷|V|), ``lr``, ``grad_norm`` (before clipping), ``examples_per_s`` (global queries per second
-of wall time for the step), ``step`` (1-based within the phase), ``phase``, ``epoch``.
+Each objective's step functions (:class:`lexray.train.runner.PhaseSteps`) build their records and console line;
+the sink writes them on rank 0. The SPLADE / LACONIC phase's names (:mod:`lexray.train.splade`, all floats):
+``loss`` (the objective: ranking loss + λ_Q·reg_Q + λ_D·reg_D, global batch), ``rank_loss``, ``reg_q`` / ``reg_d``
+(unweighted FLOPS or L1 terms), ``lambda_q`` / ``lambda_d`` (weights in force), ``q_active`` / ``d_active`` (mean
+non-zero dimensions per query / document), ``q_active_frac`` / ``d_active_frac`` (÷|V|), ``lr``, ``grad_norm``
+(before clipping), ``examples_per_s`` (global queries per second of wall time for the step), ``step`` (1-based
+within the phase), ``phase``, ``epoch``. VT adaptation (:mod:`lexray.vocab.adapt`): ``loss`` (masked-LM
+cross-entropy), ``lr``, ``grad_norm``, ``masked`` (masked positions on this worker), ``examples_per_s``.
 """
 
 from __future__ import annotations
@@ -66,7 +69,9 @@ class MetricsSink:
                 print(f"[lexray] TensorBoard disabled: {e}", flush=True)
         self.t0 = time.time()
 
-    def write(self, m: dict, global_step: int, total: int, phase_name: str) -> None:
+    def write(self, m: dict, global_step: int, phase_name: str, line: str) -> None:
+        """Append the record ``m`` to ``metrics.jsonl``, its numbers to TensorBoard (tags ``<phase_name>/<key>``,
+        not ``step`` / ``phase``) and print ``line`` (the objective's console line, :mod:`lexray.train.runner`)."""
         if not self.enabled:
             return
         self.jsonl.write(json.dumps(m) + "\n")
@@ -76,10 +81,7 @@ class MetricsSink:
                 if isinstance(v, int | float) and k not in ("step", "phase"):
                     self.writer.add_scalar(f"{phase_name}/{k}", v, global_step)
             self.writer.flush()
-        print(f"[lexray] {phase_name} step {m['step']}/{total} loss {m['loss']:.4f} rank {m['rank_loss']:.4f} "
-              f"regQ {m['reg_q']:.3g} regD {m['reg_d']:.3g} λ=({m['lambda_q']:.2g},{m['lambda_d']:.2g}) "
-              f"active q {m['q_active']:.0f} d {m['d_active']:.0f} lr {m['lr']:.2e} "
-              f"{m['examples_per_s']:.1f} ex/s", flush=True)
+        print(line, flush=True)
 
     def close(self) -> None:
         if self.jsonl:

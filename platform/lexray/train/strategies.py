@@ -1,7 +1,8 @@
 """Distribution strategies behind one interface: DDP, FSDP2 and DeepSpeed ZeRO-2/3.
 
-The training loop (:mod:`lexray.train.loop`) only calls :class:`Strategy` methods: ``forward`` (one call per
-micro-batch, returning query and document representations), ``backward`` inside ``sync(last)`` (gradient
+The phase runner and step functions (:mod:`lexray.train.runner`, :mod:`lexray.train.splade`,
+:mod:`lexray.vocab.adapt`) only call :class:`Strategy` methods: ``forward`` (one call per micro-batch, with the
+wrapped module's own arguments), ``backward`` inside ``sync(last)`` (gradient
 synchronisation only on the last micro-batch of a step), ``step`` (clip, optimizer, LR schedule), ``save`` /
 ``load`` (every rank writes and reads its own files) and ``full_state_dict`` (the unsharded weights on rank 0, for
 LoRA merging and ``save_pretrained``).
@@ -12,7 +13,7 @@ LoRA merging and ``save_pretrained``).
   (``SparseEncoder.transformer_layers()``), then on the root; parameters become DTensor shards; torch AdamW on them.
 * ``deepspeed``: ZeRO stage from a JSON file (default ``jobs/configs/deepspeed/zero2.json``). ``"auto"`` values are
   filled from the phase: lr, weight decay, micro batch, accumulation, clipping, bf16. On CPU the workers need
-  ``DS_ACCELERATOR=cpu`` (set by :func:`lexray.train.loop.run_training` in the workers' runtime env) and
+  ``DS_ACCELERATOR=cpu`` (set by :func:`lexray.train.loop.torch_trainer` in the workers' runtime env) and
   ``"torch_adam": true`` (DeepSpeed's own CPU Adam needs a ~130 s C++ build).
 
 All three average gradients over the W workers; the loop compensates for that where a loss term is computed on the
@@ -48,16 +49,19 @@ def _dist():
 
 
 def rank() -> int:
+    """This worker's rank in the default process group; 0 outside one (in-process runs, single worker)."""
     d = _dist()
     return d.get_rank() if d else 0
 
 
 def world_size() -> int:
+    """Workers in the default process group (W); 1 outside one."""
     d = _dist()
     return d.get_world_size() if d else 1
 
 
 def barrier() -> None:
+    """Wait for every worker (``dist.barrier``; gloo on CPU, NCCL on GPU); a no-op outside a process group."""
     d = _dist()
     if d:
         d.barrier()
@@ -86,12 +90,14 @@ def param_groups(module: nn.Module, weight_decay: float) -> list[dict]:
 
 
 def warmup_steps_of(total_steps: int, warmup_ratio: float) -> int:
+    """Linear warm-up steps of the cosine schedule: ``ceil(total_steps × warmup_ratio)``."""
     return int(math.ceil(total_steps * warmup_ratio))
 
 
 class Strategy:
-    """Common interface; see the module docstring. ``module`` is the (unwrapped) model whose ``forward(q, d)``
-    returns ``(q_reps (B, |V|), d_reps (B·(1+N), |V|))``."""
+    """Common interface; see the module docstring. ``module`` is the (unwrapped) model whose ``forward`` is the
+    objective's: e.g. ``forward(q, d) -> (q_reps (B, |V|), d_reps (B·(1+N), |V|))`` for SPLADE
+    (:class:`lexray.train.splade.DualEncoder`), ``forward(inputs, labels) -> loss`` for VT adaptation."""
 
     name = "base"
 
@@ -105,38 +111,57 @@ class Strategy:
         self.lr0, self.weight_decay = lr, weight_decay
 
     # --- to implement
-    def forward(self, q: dict, d: dict):
-        return self.model(q, d)
+    def forward(self, *args, **kwargs):
+        """One forward of the wrapped model (DDP / FSDP / DeepSpeed engine) on a micro-batch: the module's own
+        arguments and outputs (e.g. ``(q, d) -> (q_reps, d_reps)`` for the SPLADE objective)."""
+        return self.model(*args, **kwargs)
 
     def sync(self, last: bool):
+        """Context for one micro-batch's backward: gradients are synchronised across workers only when ``last``
+        (DDP ``no_sync``, FSDP ``set_requires_gradient_sync``); a null context where there is nothing to skip."""
         return contextlib.nullcontext()
 
     def backward(self, loss: torch.Tensor) -> None:
+        """Back-propagate ``loss`` (a scalar) into the trainable parameters' gradients."""
         loss.backward()
 
     def step(self) -> float:
+        """End of an optimizer step: clip (``max_grad_norm``), optimizer and LR-schedule step, zero the
+        gradients; returns the gradient norm before clipping (global over workers and shards)."""
         raise NotImplementedError
 
     def lr(self) -> float:
+        """The learning rate in force (first parameter group), after the schedule's last step."""
         return float(self.optimizer.param_groups[0]["lr"])
 
     def save(self, directory: Path) -> None:
+        """Every rank writes its part of model, optimizer and scheduler state under ``directory`` (a
+        collective: all ranks must call it)."""
         raise NotImplementedError
 
     def load(self, directory: Path) -> None:
+        """Every rank reads back what :meth:`save` wrote (a collective).
+
+        Raises:
+            FileNotFoundError: no checkpoint of this strategy under ``directory``.
+        """
         raise NotImplementedError
 
     def full_state_dict(self) -> dict[str, torch.Tensor] | None:
+        """The unsharded model weights on CPU, keys of the unwrapped module, on rank 0; None on the other
+        ranks. A collective for fsdp and ZeRO-3 (every rank must call it)."""
         raise NotImplementedError
 
     # --- shared torch-optimizer helpers (ddp, fsdp)
     def _make_optimizer(self) -> None:
+        """torch AdamW over :func:`param_groups` + the cosine schedule with linear warm-up."""
         from transformers import get_cosine_schedule_with_warmup
 
         self.optimizer = torch.optim.AdamW(param_groups(self.module, self.weight_decay), lr=self.lr0)
         self.scheduler = get_cosine_schedule_with_warmup(self.optimizer, self.warmup, self.total_steps)
 
     def _torch_step(self) -> float:
+        """Clip (or only measure: ``inf``), step, schedule, zero; a DTensor norm (FSDP) is gathered first."""
         params = [p for p in self.module.parameters() if p.requires_grad]
         if self.max_grad_norm:
             norm = torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm)
@@ -150,6 +175,8 @@ class Strategy:
         return float(norm)
 
     def _dcp_save(self, directory: Path) -> None:
+        """``torch.distributed.checkpoint`` of model + optimizer in ``dcp/`` (each rank its shard; works with gloo
+        on CPU), the scheduler in ``scheduler.pt`` (rank 0)."""
         import torch.distributed.checkpoint as dcp
         from torch.distributed.checkpoint.state_dict import get_state_dict
 
@@ -159,6 +186,8 @@ class Strategy:
             torch.save(self.scheduler.state_dict(), directory / "scheduler.pt")
 
     def _dcp_load(self, directory: Path) -> None:
+        """Load ``dcp/`` into this rank's model and optimizer (re-sharded to the current layout) and the
+        scheduler from ``scheduler.pt``."""
         import torch.distributed.checkpoint as dcp
         from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
@@ -171,6 +200,9 @@ class Strategy:
 
 
 class DDPStrategy(Strategy):
+    """Every worker holds the full model; DDP all-reduces (averages) gradients, on CPU over gloo. With one
+    worker the module is used unwrapped (no process group needed: the in-process references)."""
+
     name = "ddp"
 
     def __init__(self, module: nn.Module, **kw):
@@ -186,26 +218,34 @@ class DDPStrategy(Strategy):
         self._make_optimizer()
 
     def sync(self, last: bool):
+        """DDP's ``no_sync`` on all but the last micro-batch (with one worker there is nothing to skip)."""
         if last or not hasattr(self.model, "no_sync"):
             return contextlib.nullcontext()
         return self.model.no_sync()
 
     def step(self) -> float:
+        """:meth:`Strategy.step` with torch AdamW (``_torch_step``)."""
         return self._torch_step()
 
     def save(self, directory: Path) -> None:
+        """A DCP checkpoint in ``dcp/`` + ``scheduler.pt`` (see the module docstring)."""
         self._dcp_save(directory)
 
     def load(self, directory: Path) -> None:
+        """Read back what :meth:`save` wrote."""
         self._dcp_load(directory)
 
     def full_state_dict(self):
+        """The module's state dict copied to CPU on rank 0 (every rank holds it; no collective)."""
         if rank() != 0:
             return None
         return {k: v.detach().cpu().clone() for k, v in self.module.state_dict().items()}
 
 
 class FSDPStrategy(Strategy):
+    """FSDP2: parameters sharded per transformer layer (``layers``) and at the root, gathered per layer for
+    forward and backward; gradients reduce-scattered (averaged). Needs a process group (gloo on CPU)."""
+
     name = "fsdp"
 
     def __init__(self, module: nn.Module, layers: list[nn.Module] | None = None, **kw):
@@ -220,19 +260,25 @@ class FSDPStrategy(Strategy):
         self._make_optimizer()
 
     def sync(self, last: bool):
+        """``set_requires_gradient_sync(last)``: gradients stay unreduced (and unsharded) until the last
+        micro-batch."""
         self.model.set_requires_gradient_sync(last)
         return contextlib.nullcontext()
 
     def step(self) -> float:
+        """:meth:`Strategy.step` with torch AdamW (``_torch_step``)."""
         return self._torch_step()
 
     def save(self, directory: Path) -> None:
+        """A DCP checkpoint in ``dcp/`` + ``scheduler.pt`` (see the module docstring)."""
         self._dcp_save(directory)
 
     def load(self, directory: Path) -> None:
+        """Read back what :meth:`save` wrote."""
         self._dcp_load(directory)
 
     def full_state_dict(self):
+        """Gather the shards into full CPU tensors (a collective: every rank calls it); rank 0 keeps them."""
         from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 
         sd = get_model_state_dict(self.module, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
@@ -274,7 +320,11 @@ def fill_deepspeed_config(path: str | Path | None, *, lr: float, weight_decay: f
 
 class DeepSpeedStrategy(Strategy):
     """ZeRO via ``deepspeed.initialize``; the engine steps at accumulation boundaries it counts itself, so
-    ``backward`` also calls ``engine.step()`` (a no-op except on the last micro-batch of a step)."""
+    ``backward`` also calls ``engine.step()`` (a no-op except on the last micro-batch of a step).
+
+    On CPU: ``DS_ACCELERATOR=cpu`` must be set before ``deepspeed`` is imported (the workers' runtime env) and the
+    optimizer needs ``"torch_adam": true`` (the default config has it; DeepSpeed's CPU Adam is a ~130 s build).
+    """
 
     name = "deepspeed"
 
@@ -295,25 +345,38 @@ class DeepSpeedStrategy(Strategy):
         self.model = self.engine
 
     def backward(self, loss: torch.Tensor) -> None:
+        """``engine.backward`` without DeepSpeed's 1/accumulation scaling (the loop scales its losses itself),
+        then ``engine.step`` (applies the update only at the accumulation boundary)."""
         self.engine.backward(loss, scale_wrt_gas=False)
         self.engine.step()
 
     def step(self) -> float:
+        """The update already happened in :meth:`backward`; returns the engine's global gradient norm (NaN when
+        it reports none, e.g. before the first boundary)."""
         norm = self.engine.get_global_grad_norm()
         return float(norm) if norm is not None else float("nan")
 
     def lr(self) -> float:
+        """The engine's learning rate in force (its scheduler wraps the cosine schedule)."""
         return float(self.engine.get_lr()[0])
 
     def save(self, directory: Path) -> None:
+        """``engine.save_checkpoint`` under ``deepspeed/`` (tag ``state``; per-rank ZeRO shards, scheduler)."""
         self.engine.save_checkpoint(str(directory / "deepspeed"), tag="state")
 
     def load(self, directory: Path) -> None:
+        """``engine.load_checkpoint`` of ``deepspeed/`` tag ``state``.
+
+        Raises:
+            FileNotFoundError: no such checkpoint (DeepSpeed itself only logs a warning).
+        """
         path, _ = self.engine.load_checkpoint(str(directory / "deepspeed"), tag="state")
         if path is None:
             raise FileNotFoundError(f"{directory / 'deepspeed'}: no DeepSpeed checkpoint with tag 'state'")
 
     def full_state_dict(self):
+        """The module's weights on CPU, rank 0; under ZeRO-3 the partitioned parameters are gathered first (a
+        collective: every rank calls it)."""
         mod = self.engine.module
         if self.stage == 3:
             import deepspeed
