@@ -200,7 +200,8 @@ def trial_rows(grid, space: SearchSpace) -> list[dict]:
             row["status"], row["reason"] = "finished", ""
         else:
             row["status"] = "stopped"
-            row["reason"] = f"stopped by {space.scheduler.kind} at step {m.get('step')}"
+            step = m.get("step")  # Ray carries metrics as floats; the reason names a step count
+            row["reason"] = f"stopped by {space.scheduler.kind} at step {int(step) if step is not None else '?'}"
         for k, v in m.items():
             if k.startswith("dev_") or k in ("step", "model_dir", "loss", "d_active", "q_active"):
                 row[k] = v
