@@ -1,4 +1,4 @@
-"""MLM-head diagnostics and rescaling (../shared/papers/mlm-head-rescaling.txt).
+"""MLM-head diagnostics and rescaling (arXiv:2606.18811, ../shared/papers/mlm-head-rescaling.txt).
 
 The paper (§3.2) rescales the vocabulary projection W (|V|, H) of the MLM head once, before SPLADE training:
 ``W <- W / alpha``. Large-norm heads (RoBERTa, ModernBERT, Ettin) inflate SPLADE activations and scores and
@@ -53,7 +53,7 @@ def mlm_head_norm(backbone: nn.Module) -> dict[str, float]:
 
 @torch.no_grad()
 def rescale_mlm_head(backbone: nn.Module, alpha: float) -> None:
-    """In place: ``W <- W / alpha`` on the vocabulary projection (mlm-head-rescaling §3.2).
+    """In place: ``W <- W / alpha`` on the vocabulary projection (mlm-head-rescaling arXiv:2606.18811 §3.2).
 
     Tied weights stay tied (the shared parameter is scaled once, in place). Raises ValueError if alpha <= 0.
     """
