@@ -1,8 +1,8 @@
 """Loading the backbone of a sparse encoder: MLM encoders as they are, decoder LLMs made bidirectional.
 
 Decoders (LACONIC arXiv:2601.01684 §2.1, ../shared/papers/laconic.txt): SPLADE's max pooling over positions
-(eq. (1)) needs every position to see the whole input, so the causal mask is removed and the model "self-adapts" during contrastive
-training. In transformers ≥ 5, ``config.is_causal = False`` makes the verified architectures below build a
+(eq. (1)) needs every position to see the whole input, so the causal mask is removed and the model "self-adapts"
+during contrastive training. In transformers ≥ 5, ``config.is_causal = False`` makes the verified architectures below build a
 bidirectional mask (padding still masked) for both sdpa and eager attention; setting ``is_causal`` on attention
 modules alone does not, under padding. Architectures whose mask construction was not verified by the tests in
 ``tests/models/test_backbones.py`` are refused by name rather than silently run causally.
