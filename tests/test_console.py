@@ -186,3 +186,15 @@ def test_ray_restart_notice_from_driver_and_workers():
     notice = "has constructor arguments in the object store and max_restarts > 0"
     assert out["verbose"].count(notice) == 2, out["verbose"][-3000:]
     assert notice not in out["quiet"], out["quiet"][-3000:]
+
+
+@pytest.mark.parametrize("quiet", [True, False])
+def test_ray_train_log_level_follows_the_console(monkeypatch, quiet):
+    monkeypatch.setitem(console._QUIET, "console", quiet)
+    cfg = console.ray_train_logging_config()
+    if quiet:
+        from ray.train import RunConfig
+
+        assert cfg.log_level == "WARNING" and RunConfig(logging_config=cfg).logging_config is cfg
+    else:
+        assert cfg is None

@@ -5,7 +5,8 @@ filtered only where a library cannot be told otherwise (each such filter names t
 
 - weight-loading progress bars, Ray's token-auth notice, Ray Data's execution-plan INFO lines and its "Progress
   bars disabled" notice (lexray turns Ray Data's bars off on purpose and shows its own), Ray Train's per-report
-  and per-checkpoint INFO lines: logger levels and switches;
+  and per-checkpoint INFO lines: logger levels and switches; Ray Train's controller and set-up INFO lines: its
+  public log level (:func:`ray_train_logging_config`, for ``RunConfig``);
 - Ray's ``core_worker.cc … has constructor arguments in the object store and max_restarts > 0`` ERROR line
   (:data:`RAY_RESTART_NOTICE`): a filter, see there;
 - DeepSpeed's "Setting accelerator to CPU" warning and peft's use of a deprecated transformers property (a
@@ -100,6 +101,22 @@ def quiet_ray_train_reports() -> None:
     logging.getLogger(context.__file__).setLevel(logging.WARNING)
     logging.getLogger(storage.__name__).setLevel(logging.WARNING)
 
+
+
+def ray_train_logging_config():
+    """``RunConfig(logging_config=...)`` for a quiet console: Ray Train's own ``ray.train.*`` INFO lines on the
+    console ("Requesting resources", "Attempting to start training worker group", "Started training worker group"
+    and its rank table from the controller; "Setting up process group", "Checkpoint successfully created" from
+    the workers) go to WARNING; Ray Train's log files keep every level. ``None`` (Ray's default, INFO) when
+    :func:`quiet_console` did not quiet this process (``--verbose``, or lexray used as a library) or when this Ray
+    has no ``ray.train.LoggingConfig``."""
+    if not _QUIET["console"]:
+        return None
+    try:
+        from ray.train import LoggingConfig
+    except ImportError:
+        return None
+    return LoggingConfig(log_level="WARNING")
 
 class _DropMessage(logging.Filter):
     """Drops the records of one logger whose message starts with one known text."""
