@@ -35,8 +35,16 @@ def init_ray(address: str | None = None, num_cpus: int | None = None, **kwargs):
     import faulthandler
 
     had_faulthandler = faulthandler.is_enabled()
+    from lexray.console import VERBOSE_ENV, filter_ray_worker_logs
+
+    if os.environ.get(VERBOSE_ENV):  # lexray --verbose: the workers of a cluster learn it too (local ones inherit)
+        runtime_env = dict(kwargs.get("runtime_env") or {})
+        runtime_env["env_vars"] = {**runtime_env.get("env_vars", {}), VERBOSE_ENV: os.environ[VERBOSE_ENV]}
+        kwargs["runtime_env"] = runtime_env
     try:
-        return _init(ray, address, num_cpus, kwargs)
+        ctx = _init(ray, address, num_cpus, kwargs)
+        filter_ray_worker_logs()  # Ray's one known ERROR line from its own actors (lexray.console)
+        return ctx
     finally:
         # ray.init enables Python's faulthandler in the driver when nobody did. If a JVM (Pyserini, via pyjnius) is
         # already running in this process, faulthandler now sits in front of the JVM's SIGSEGV handler: the JVM's

@@ -1,8 +1,8 @@
 """Loading the backbone of a sparse encoder: MLM encoders as they are, decoder LLMs made bidirectional.
 
-Decoders (LACONIC §2.1, ../shared/papers/laconic.txt): SPLADE's max pooling over positions (eq. (1)) needs every
-position to see the whole input, so the causal mask is removed and the model "self-adapts" during contrastive
-training. In transformers ≥ 5, ``config.is_causal = False`` makes the verified architectures below build a
+Decoders (LACONIC arXiv:2601.01684 §2.1, ../shared/papers/laconic.txt): SPLADE's max pooling over positions
+(eq. (1)) needs every position to see the whole input, so the causal mask is removed and the model "self-adapts"
+during contrastive training. In transformers ≥ 5, ``config.is_causal = False`` makes the verified architectures below build a
 bidirectional mask (padding still masked) for both sdpa and eager attention; setting ``is_causal`` on attention
 modules alone does not, under padding. Architectures whose mask construction was not verified by the tests in
 ``tests/models/test_backbones.py`` are refused by name rather than silently run causally.
@@ -17,6 +17,7 @@ from typing import Literal
 import torch
 from torch import nn
 
+from lexray.models.head import expected_output_bias, restore_output_bias
 from lexray.paths import resolve_local
 
 log = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ def detect_kind(config) -> Literal["mlm", "decoder"]:
 
 
 def make_bidirectional(model: nn.Module) -> nn.Module:
-    """Remove the causal mask of a verified decoder (LACONIC §2.1), in place; returns the model.
+    """Remove the causal mask of a verified decoder (LACONIC arXiv:2601.01684 §2.1), in place; returns the model.
 
     Raises:
         UnsupportedModelError: ``model_type`` not in :data:`VERIFIED_DECODERS`.
@@ -131,8 +132,10 @@ def load_backbone(name_or_path: str, kind: Literal["auto", "mlm", "decoder"] = "
             f"{src}: decoder model_type '{config.model_type}' is not verified to run bidirectionally; "
             f"supported: {', '.join(VERIFIED_DECODERS)}")
     auto = AutoModelForCausalLM if detected == "decoder" else AutoModelForMaskedLM
-    model, info = auto.from_pretrained(src, dtype=_torch_dtype(dtype), use_safetensors=True,
-                                       trust_remote_code=trust_remote_code, output_loading_info=True)
+    with expected_output_bias(config) as expect:  # a lexray-added head bias: no LOAD REPORT about it
+        model, info = auto.from_pretrained(src, dtype=_torch_dtype(dtype), use_safetensors=True,
+                                           trust_remote_code=trust_remote_code, output_loading_info=True)
+        expect.loaded(model)
     missing = [k for k in info.get("missing_keys", ()) if not _tied_output(model, k)]
     if missing:
         raise UnsupportedModelError(
@@ -140,8 +143,6 @@ def load_backbone(name_or_path: str, kind: Literal["auto", "mlm", "decoder"] = "
             f"{' …' if len(missing) > 4 else ''}); they would be randomly initialised, differently on every load")
     tokenizer = AutoTokenizer.from_pretrained(src, trust_remote_code=trust_remote_code)
     _ensure_pad(tokenizer, model)
-    from lexray.models.head import restore_output_bias
-
     restore_output_bias(model, local)  # a bias lexray added to a bias-less head (VT, APC)
     if num_layers is not None:
         keep_layers(model, num_layers)

@@ -1,6 +1,6 @@
 """The SPLADE sparse encoder over an MLM encoder or a bidirectional decoder LLM.
 
-Representation (LACONIC eq. (1), SPLADE-max): ``w_j = max_i log(1 + ReLU(logit_ij))`` over the positions i that
+Representation (LACONIC arXiv:2601.01684 eq. (1), SPLADE-max of SPLADE v2 arXiv:2109.10086): ``w_j = max_i log(1 + ReLU(logit_ij))`` over the positions i that
 the pool mask allows. Queries and documents share the backbone; they differ in max length, prefix and — for
 inference-free queries — in skipping the backbone entirely.
 
@@ -344,7 +344,7 @@ def collection_output_ids(encoder: SparseEncoder, dataset: str, batch_size: int 
     query's own tokens or expansions. Restricting the head to the collection's tokens (21,201 of 49,152 for
     SciFact at 128 tokens) cuts a token's FLOPs from 70.8 to 38.6 M with 2 layers. What is lost: expansion
     terms that no document contains (they can only match another expansion). A CPU-budget departure from LACONIC
-    (laconic.txt §2.1 scores all of |V|); recipes that use it say so.
+    (arXiv:2601.01684, laconic.txt §2.1, scores all of |V|); recipes that use it say so.
 
     Raises:
         FileNotFoundError / lexray.data.beir.DataError: the corpus is missing or malformed (file, line, field).

@@ -1,6 +1,7 @@
 """Fused SPLADE head: vocabulary projection → max over positions → log1p∘ReLU, without the (B, L, |V|) logits.
 
-What it computes (LACONIC eq. (1), ../shared/papers/laconic.txt §2.1; SPLADE-max, Formal et al. 2021):
+What it computes (LACONIC arXiv:2601.01684 eq. (1), ../shared/papers/laconic.txt §2.1; SPLADE-max,
+Formal et al. 2021, arXiv:2109.10086):
 
     w_{b,v} = log(1 + ReLU( max_{i : pool_mask[b,i]} (h_{b,i} · W_v) + bias_v ))
 

@@ -1,4 +1,4 @@
-"""MLM-head diagnostics and rescaling (../shared/papers/mlm-head-rescaling.txt).
+"""MLM-head diagnostics and rescaling (arXiv:2606.18811, ../shared/papers/mlm-head-rescaling.txt).
 
 The paper (§3.2) rescales the vocabulary projection W (|V|, H) of the MLM head once, before SPLADE training:
 ``W <- W / alpha``. Large-norm heads (RoBERTa, ModernBERT, Ettin) inflate SPLADE activations and scores and
@@ -12,6 +12,11 @@ summaries.
 """
 
 from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 from torch import nn
@@ -48,7 +53,7 @@ def mlm_head_norm(backbone: nn.Module) -> dict[str, float]:
 
 @torch.no_grad()
 def rescale_mlm_head(backbone: nn.Module, alpha: float) -> None:
-    """In place: ``W <- W / alpha`` on the vocabulary projection (mlm-head-rescaling §3.2).
+    """In place: ``W <- W / alpha`` on the vocabulary projection (mlm-head-rescaling arXiv:2606.18811 §3.2).
 
     Tied weights stay tied (the shared parameter is scaled once, in place). Raises ValueError if alpha <= 0.
     """
@@ -111,3 +116,60 @@ def restore_output_bias(backbone: nn.Module, directory) -> None:
                 bias.copy_(st.get_tensor(key).to(bias.dtype))
                 return
     raise ValueError(f"{directory}: config says {OUTPUT_BIAS_FLAG} but no '{key}' tensor was saved")
+
+
+class _HeldLoadReports(logging.Filter):
+    """Holds back transformers' LOAD REPORT records (:func:`expected_output_bias` decides about them after the
+    load, once the projection's parameter name is known)."""
+
+    _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+    def __init__(self):
+        super().__init__()
+        self.held: list[logging.LogRecord] = []
+        self.model: nn.Module | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if "LOAD REPORT" in record.getMessage():
+            self.held.append(record)
+            return False
+        return True
+
+    def loaded(self, model: nn.Module) -> None:
+        """Name the model that was loaded (its bias key decides which report is the expected one)."""
+        self.model = model
+
+    def only_the_bias(self, record: logging.LogRecord) -> bool:
+        if self.model is None:
+            return False
+        key = next(n for n, m in self.model.named_modules() if m is output_projection(self.model)) + ".bias"
+        msg = self._ANSI.sub("", record.getMessage())
+        rows = [[c.strip() for c in line.split("|")][:2] for line in msg.splitlines() if "|" in line]
+        return rows[1:] == [[key, "UNEXPECTED"]]  # rows[0] is the table's header
+
+
+@contextmanager
+def expected_output_bias(config) -> Iterator[_HeldLoadReports]:
+    """Around ``from_pretrained`` (call ``.loaded(model)`` on the yielded object inside): for a checkpoint whose
+    config carries :data:`OUTPUT_BIAS_FLAG`, drop transformers' LOAD REPORT when its one row is the lexray-added
+    bias as UNEXPECTED. The architecture has no output bias, so transformers reports the saved one (a table on the
+    console at every load of a trained LACONIC / VT model) and leaves it out; :func:`restore_output_bias` puts it
+    back right after. A report with any other row is logged whole, as transformers wrote it.
+
+    Why not save the bias outside ``model.safetensors`` instead: the loaded weights are memory-mapped from that
+    file, and a shorter header shifts every tensor's address modulo the SIMD width, which changes the CPU matrix
+    kernels' summation and the encoder's outputs by 1 ulp (measured); the file stays byte-identical this way.
+    """
+    held = _HeldLoadReports()
+    if not getattr(config, OUTPUT_BIAS_FLAG, False):
+        yield held
+        return
+    target = logging.getLogger("transformers.modeling_utils")
+    target.addFilter(held)
+    try:
+        yield held
+    finally:
+        target.removeFilter(held)
+        for record in held.held:
+            if not held.only_the_bias(record):
+                target.handle(record)

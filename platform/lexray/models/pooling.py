@@ -1,7 +1,8 @@
 """SPLADE max pooling: w_j = max_i log(1 + ReLU(logit_ij)) over unmasked positions i.
 
-Source: LACONIC eq. (1) (../shared/papers/laconic.txt §2.1) and SPLADE v2 (Formal et al. 2021). The one
-implementation of the pooling in lexray; every encoder path calls :func:`splade_max_pool`.
+Source: LACONIC arXiv:2601.01684 eq. (1) (../shared/papers/laconic.txt §2.1) and SPLADE v2 (Formal et al.
+2021, arXiv:2109.10086). The one implementation of the pooling in lexray; every encoder path calls
+:func:`splade_max_pool`.
 
 Why pool before the activation: log1p∘ReLU is monotone non-decreasing, so
 ``max_i log1p(relu(x_i)) == log1p(relu(max_i x_i))`` exactly. Taking the max of the raw logits first means the

@@ -23,8 +23,8 @@ tokens excluded from pooling      refuses to load it; with ``trust_remote_code=T
 
 ST's ``SpladePooling(activation_function="relu")`` computes ``max_i log(1 + relu(logit_ij))`` over attention-mask
 positions: the same as :func:`lexray.models.pooling.splade_max_pool` with special tokens included (SPLADE v2,
-Formal et al. 2021, eq. 2 with max pooling; LACONIC eq. (1)). ST's ``"log1p_relu"`` is a *second* log1p
-(OpenSearch models) and is not lexray's ``log1p_relu``.
+Formal et al. 2021, arXiv:2109.10086, eq. 2 with max pooling; LACONIC arXiv:2601.01684 eq. (1)). ST's
+``"log1p_relu"`` is a *second* log1p (OpenSearch models) and is not lexray's ``log1p_relu``.
 
 The other direction, :func:`read_st_folder`, turns an ST SPLADE folder (plain or inference-free Router) into the
 backbone location and :class:`~lexray.models.settings.EncoderSettings` fields. This module never imports
