@@ -102,7 +102,6 @@ def quiet_ray_train_reports() -> None:
     logging.getLogger(storage.__name__).setLevel(logging.WARNING)
 
 
-
 def ray_train_logging_config():
     """``RunConfig(logging_config=...)`` for a quiet console: Ray Train's own ``ray.train.*`` INFO lines on the
     console ("Requesting resources", "Attempting to start training worker group", "Started training worker group"
@@ -117,6 +116,7 @@ def ray_train_logging_config():
     except ImportError:
         return None
     return LoggingConfig(log_level="WARNING")
+
 
 class _DropMessage(logging.Filter):
     """Drops the records of one logger whose message starts with one known text."""

@@ -62,6 +62,9 @@ class ShardEncoder:
                  threshold: float = 0.0, sort_by_length: bool = True, torch_threads: int | None = None,
                  device: str = "cpu", exact_length_batches: bool = False):
         t0 = time.perf_counter()
+        from lexray.console import quiet_worker
+
+        quiet_worker()  # this actor's process: the driver's console choice (lexray.console)
         import torch
 
         if torch_threads is not None:

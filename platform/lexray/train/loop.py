@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from lexray.config import LexrayConfig
-from lexray.console import quiet_ray_train_reports
+from lexray.console import quiet_ray_train_reports, ray_train_logging_config
 from lexray.train.checkpoint import TrainerState, materialize
 from lexray.train.metrics import MetricsSink, TrainingCollapsedError, read_metrics
 from lexray.train.runner import (
@@ -194,7 +194,8 @@ def torch_trainer(cfg: LexrayConfig, func, loop_config: dict, name: str, storage
         run_config=RunConfig(name=name, storage_path=storage,
                              failure_config=FailureConfig(max_failures=tc.max_failures),
                              checkpoint_config=CheckpointConfig(num_to_keep=tc.num_checkpoints_to_keep),
-                             worker_runtime_env={"env_vars": env}, callbacks=callbacks or None))
+                             worker_runtime_env={"env_vars": env}, callbacks=callbacks or None,
+                             logging_config=ray_train_logging_config()))
 
 
 def set_cpu_threads(cfg: LexrayConfig) -> None:

@@ -218,10 +218,12 @@ def run_adaptation_phase(cfg, init_dir: str, run_dir: Path, reporter, device: to
 def adapt_func(config: dict) -> None:
     """Ray Train worker entry point: ``{"cfg": LexrayConfig JSON, "init_dir": str, "run_dir": str}``."""
     from lexray.config import LexrayConfig
+    from lexray.console import quiet_ray_train_reports
     from lexray.train.loop import set_cpu_threads
     from lexray.train.runner import RayReporter
 
     cfg = LexrayConfig.model_validate(config["cfg"])
+    quiet_ray_train_reports()
     set_cpu_threads(cfg)
     torch.manual_seed(cfg.train.seed)
     run_adaptation_phase(cfg, config["init_dir"], Path(config["run_dir"]), RayReporter())
