@@ -6,16 +6,24 @@ written beside every output with :func:`save_config` so a run can be reproduced 
 
 Recipes may ``include:`` other recipes (paths relative to the including file); later keys win, then ``--set``
 overrides win.
+
+Seeds: each seed is named for what it draws — ``train.seed`` (training: initialization, batch order, sampled
+negatives), ``data.mining_seed`` (BM25 hard-negative mining), ``tune.dev_seed`` (the dev split), ``vt.seed``
+(Vocabulary Transfer's random rows), ``model.random_init.seed`` (a random backbone). The former top-level ``seed``
+only ever seeded mining; it is still read, as ``data.mining_seed``, with a warning.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+log = logging.getLogger(__name__)
 
 
 class ConfigError(ValueError):
@@ -75,7 +83,11 @@ class ApcConfig(_Section):
 
 
 class ModelConfig(_Section):
-    """The sparse encoder: backbone, pooling and the tokenization contract (see ``lexray.models``)."""
+    """The sparse encoder: backbone, pooling and the tokenization contract (see ``lexray.models``).
+
+    The section may name no model (``name_or_path`` and ``random_init`` both None): commands that load none, such
+    as ``lexray index``, need none. Whatever loads a model checks for one with :meth:`require_source`.
+    """
 
     name_or_path: str | None = Field(None, description="hub id, local directory, .gguf file or "
                                      "pkg:<module>/<file> (a file inside an installed package) of the backbone")
@@ -108,8 +120,20 @@ class ModelConfig(_Section):
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelConfig:
-        if (self.name_or_path is None) == (self.random_init is None):
-            raise ValueError("set exactly one of model.name_or_path and model.random_init")
+        if self.name_or_path is not None and self.random_init is not None:
+            raise ValueError("set at most one of model.name_or_path and model.random_init")
+        return self
+
+    def require_source(self, source: str = "configuration") -> ModelConfig:
+        """``self`` if it names a model (``name_or_path`` or ``random_init``); call before loading one.
+
+        Raises:
+            ConfigError: neither is set; the message names ``model.name_or_path`` and ``source`` (a recipe path).
+        """
+        if self.name_or_path is None and self.random_init is None:
+            raise ConfigError(f"{source}: model.name_or_path is not set (nor model.random_init), and this command "
+                              f"loads a model: set it in the recipe or with --set model.name_or_path=<hub id, "
+                              f"folder or .gguf file>")
         return self
 
 
@@ -121,6 +145,8 @@ class DataConfig(_Section):
     train_split: str = Field("train", description="split whose queries feed training (hard-negative mining)")
     on_error: Literal["fail", "skip"] = "fail"
     max_docs: int | None = Field(None, description="only the first N documents (smoke runs)")
+    mining_seed: int = Field(42, description="seed of BM25 hard-negative mining's sampling (lexray.data.mining); "
+                             "apart from train.seed, so a study of the training seed trains on the same negatives")
 
 
 class LoraConfig(_Section):
@@ -346,8 +372,7 @@ class LexrayConfig(_Section):
 
     name: str = "run"
     out_dir: str | None = None
-    seed: int = 42
-    model: ModelConfig
+    model: ModelConfig = Field(default_factory=ModelConfig)
     data: DataConfig = Field(default_factory=DataConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
     encode: EncodeConfig = Field(default_factory=EncodeConfig)
@@ -356,6 +381,24 @@ class LexrayConfig(_Section):
     vt: VTConfig = Field(default_factory=VTConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
     tune: TuneConfig = Field(default_factory=TuneConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _deprecated_seed(cls, data: Any) -> Any:
+        """Read the former top-level ``seed`` (it seeded only hard-negative mining) as ``data.mining_seed``."""
+        if not isinstance(data, dict) or "seed" not in data:
+            return data
+        data = dict(data)
+        seed = data.pop("seed")
+        section = dict(data.get("data") or {})
+        if "mining_seed" in section and section["mining_seed"] != seed:
+            raise ValueError(f"'seed' ({seed!r}) is the deprecated name of data.mining_seed "
+                             f"({section['mining_seed']!r}): set only data.mining_seed")
+        log.warning("config key 'seed' is deprecated: it seeds hard-negative mining only; read as "
+                    "data.mining_seed=%r (set that key instead; train.seed seeds training)", seed)
+        section["mining_seed"] = seed
+        data["data"] = section
+        return data
 
 
 def _deep_merge(base: dict, over: dict) -> dict:
@@ -437,12 +480,15 @@ def _format_errors(err: ValidationError, source: str) -> str:
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None,
-                base: dict[str, Any] | None = None) -> LexrayConfig:
+                base: dict[str, Any] | None = None, require_model: bool = True) -> LexrayConfig:
     """Build a :class:`LexrayConfig` from ``base`` (an embedded default), a YAML recipe and ``--set`` overrides.
+
+    ``require_model``: the caller loads a model, so the result must name one (:meth:`ModelConfig.require_source`);
+    False for commands that use no model (``lexray index``).
 
     Raises:
         ConfigError: unknown key, wrong type or malformed YAML; the message names the file (or ``--set``) and
-            the dotted key.
+            the dotted key. With ``require_model``, no ``model.name_or_path`` (nor ``model.random_init``).
     """
     data: dict[str, Any] = json.loads(json.dumps(base)) if base else {}
     source = "<embedded default>"
@@ -453,7 +499,13 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         cfg = LexrayConfig.model_validate(data)
     except ValidationError as e:
         raise ConfigError(_format_errors(e, source)) from None
-    return apply_overrides(cfg, parse_overrides(overrides))
+    cfg = apply_overrides(cfg, parse_overrides(overrides))
+    if require_model:
+        cfg.model.require_source(source if not overrides else f"{source} with --set overrides")
+    return cfg
+
+
+_RENAMED = {"seed": "data.mining_seed"}  # deprecated key -> its name now (LexrayConfig._deprecated_seed for recipes)
 
 
 def apply_overrides(cfg: LexrayConfig, pairs: list[tuple[str, Any]], source: str = "--set overrides"
@@ -467,6 +519,9 @@ def apply_overrides(cfg: LexrayConfig, pairs: list[tuple[str, Any]], source: str
         return cfg
     dumped = cfg.model_dump(mode="json")
     for key, value in pairs:
+        if key in _RENAMED:
+            log.warning("config key '%s' is deprecated: set %s instead", key, _RENAMED[key])
+            key = _RENAMED[key]
         _set_dotted(dumped, key, value, f"{source}: {key}" if source != "--set overrides" else f"--set {key}")
     try:
         return LexrayConfig.model_validate(dumped)
