@@ -1,11 +1,10 @@
-"""Typed configuration: one pydantic model per concern, YAML recipes, ``--set key=value`` overrides.
+"""Typed configuration: one pydantic model per concern, and :func:`load_config` (recipe + ``--set`` overrides).
 
-Why one module: every knob of every job lives here, validated once. Unknown keys and wrong types are errors that
-name the dotted key and the file they came from (pydantic's ``extra="forbid"``). The resolved configuration is
-written beside every output with :func:`save_config` so a run can be reproduced from its output folder.
-
-Recipes may ``include:`` other recipes (paths relative to the including file); later keys win, then ``--set``
-overrides win.
+Why one module for the schema: every knob of every job lives here, validated once. Unknown keys and wrong types
+are errors that name the dotted key and the file they came from (pydantic's ``extra="forbid"``). The resolved
+configuration is written beside every output with :func:`save_config` so a run can be reproduced from its output
+folder. Reading YAML recipes (``include:``) and parsing ``--set`` overrides is :mod:`lexray.recipes`' concern; its
+public names are importable from here too.
 
 Seeds: each seed is named for what it draws — ``train.seed`` (training: initialization, batch order, sampled
 negatives), ``data.mining_seed`` (BM25 hard-negative mining), ``tune.dev_seed`` (the dev split), ``vt.seed``
@@ -20,14 +19,23 @@ import logging
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from lexray.recipes import (
+    ConfigError,
+    add_config_args,
+    deep_merge,
+    format_errors,
+    parse_overrides,
+    read_yaml,
+    save_config,
+    set_dotted,
+)
+
+__all__ = ["ConfigError", "LexrayConfig", "ModelConfig", "add_config_args", "apply_overrides", "load_config",
+           "parse_overrides", "read_yaml", "save_config"]
+
 log = logging.getLogger(__name__)
-
-
-class ConfigError(ValueError):
-    """A recipe or override is invalid; the message names the file and the dotted key."""
 
 
 class _Section(BaseModel):
@@ -55,10 +63,11 @@ class RandomInitConfig(_Section):
 
 
 class ApcConfig(_Section):
-    """Activation Potential Calibration (vocabulary-transfer-vt.txt §4.2.3): shift the output bias, b ← b − c, once
-    when the encoder is built (``lexray.vocab.apc``). Set ``shift`` (c itself) or ``target_rate`` (the fraction of
-    |V| with a positive SPLADE weight, averaged over ``probe_docs`` documents of ``probe_dataset``; c is found by
-    bisection) — not both. A head without a bias (Llama) gets one (lexray.models.head.ensure_output_bias)."""
+    """Activation Potential Calibration (Vocabulary Transfer, arXiv:2607.00004, vocabulary-transfer-vt.txt §4.2.3):
+    shift the output bias, b ← b − c, once when the encoder is built (``lexray.vocab.apc``). Set ``shift`` (c
+    itself) or ``target_rate`` (the fraction of |V| with a positive SPLADE weight, averaged over ``probe_docs``
+    documents of ``probe_dataset``; c is found by bisection) — not both. A head without a bias (Llama) gets one
+    (lexray.models.head.ensure_output_bias)."""
 
     shift: float | None = Field(None, description="c in b <- b - c")
     target_rate: float | None = Field(None, gt=0, lt=1, description="target activation rate in (0, 1); c by "
@@ -107,7 +116,8 @@ class ModelConfig(_Section):
     query_idf_path: str | None = Field(None, description="JSON {token_id: idf} for inference-free queries")
     query_top_k: int | None = None
     doc_top_k: int | None = None
-    mlm_head_rescale: float = Field(1.0, gt=0, description="alpha in W <- W/alpha (mlm-head-rescaling §3.2)")
+    mlm_head_rescale: float = Field(1.0, gt=0, description="alpha in W <- W/alpha (MLM-head rescaling, "
+                                    "arXiv:2606.18811 §3.2)")
     apc: ApcConfig = Field(default_factory=ApcConfig, description="output-bias shift applied when the encoder is "
                            "built (after mlm_head_rescale); off unless apc.shift or apc.target_rate is set")
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
@@ -164,7 +174,8 @@ class LoraConfig(_Section):
 
 
 class FlopsConfig(_Section):
-    """FLOPS regularizer (Paria et al. 2020) weights and warmup (LACONIC §2.2)."""
+    """FLOPS regularizer (Paria et al. 2020, arXiv:2004.05665) weights and warmup (LACONIC, arXiv:2601.01684
+    §2.2)."""
 
     lambda_q: float = Field(1e-3, ge=0, description="λ_Q; negative would reward dense queries")
     lambda_d: float = Field(1e-3, ge=0, description="λ_D; negative would reward dense documents")
@@ -175,7 +186,7 @@ class FlopsConfig(_Section):
 
 
 class PhaseConfig(_Section):
-    """One training phase (LACONIC §2.2: pre-finetuning, then hard-negative finetuning)."""
+    """One training phase (LACONIC, arXiv:2601.01684 §2.2: pre-finetuning, then hard-negative finetuning)."""
 
     name: str = "finetune"
     data: Literal["title_abstract_pairs", "hard_negatives", "pairs_file"] = "hard_negatives"
@@ -293,8 +304,9 @@ class EvalConfig(_Section):
 
 
 class VTAdaptConfig(_Section):
-    """VT adaptation (§4.2.3, §5.3): embedding-only MLM, every transformer weight frozen, Overlap-Aware Masking
-    Curriculum, AdamW with a cosine schedule and linear warm-up, run by Ray Train with ``train.strategy``."""
+    """VT adaptation (Vocabulary Transfer, arXiv:2607.00004 §4.2.3, §5.3): embedding-only MLM, every transformer
+    weight frozen, Overlap-Aware Masking Curriculum, AdamW with a cosine schedule and linear warm-up, run by Ray
+    Train with ``train.strategy``."""
 
     enabled: bool = True
     objective: Literal["auto", "mlm", "mntp"] = Field(
@@ -317,8 +329,8 @@ class VTAdaptConfig(_Section):
 
 
 class VTConfig(_Section):
-    """Vocabulary Transfer (../shared/papers/vocabulary-transfer-vt.txt §4.2): ``model`` is the source; the job
-    ``jobs/migrate_vocab.py`` writes a lexray encoder over ``target_tokenizer``."""
+    """Vocabulary Transfer (arXiv:2607.00004, ../shared/papers/vocabulary-transfer-vt.txt §4.2): ``model`` is the
+    source; the job ``jobs/migrate_vocab.py`` writes a lexray encoder over ``target_tokenizer``."""
 
     target_tokenizer: str = Field("shared:models/splade-tiny", description="V′: tokenizer location")
     target_table: str | None = Field("shared:models/splade-tiny", description="model whose input embeddings are "
@@ -401,84 +413,6 @@ class LexrayConfig(_Section):
         return data
 
 
-def _deep_merge(base: dict, over: dict) -> dict:
-    out = dict(base)
-    for k, v in over.items():
-        if isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = _deep_merge(out[k], v)
-        else:
-            out[k] = v
-    return out
-
-
-def read_yaml(path: str | Path) -> dict[str, Any]:
-    """Read a recipe, resolving ``include:`` (a path or list of paths relative to this file)."""
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: recipe not found") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: invalid YAML: {e}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: top level must be a mapping, got {type(data).__name__}")
-    includes = data.pop("include", None) or []
-    if isinstance(includes, str):
-        includes = [includes]
-    merged: dict[str, Any] = {}
-    for inc in includes:
-        merged = _deep_merge(merged, read_yaml(path.parent / inc))
-    return _deep_merge(merged, data)
-
-
-def _set_dotted(d: dict, dotted: str, value: Any, source: str) -> None:
-    keys = dotted.split(".")
-    cur = d
-    for k in keys[:-1]:
-        if isinstance(cur, list):
-            try:
-                cur = cur[int(k)]
-            except (ValueError, IndexError):
-                raise ConfigError(f"{source}: '{dotted}': '{k}' is not a valid list index") from None
-            continue
-        nxt = cur.setdefault(k, {})
-        if not isinstance(nxt, dict | list):
-            raise ConfigError(f"{source}: '{dotted}': '{k}' is not a section")
-        cur = nxt
-    last = keys[-1]
-    if isinstance(cur, list):
-        try:
-            cur[int(last)] = value
-        except (ValueError, IndexError):
-            raise ConfigError(f"{source}: '{dotted}': '{last}' is not a valid list index") from None
-    else:
-        cur[last] = value
-
-
-def parse_overrides(overrides: list[str] | None) -> list[tuple[str, Any]]:
-    """Parse ``key.sub=value`` strings; values are YAML scalars/lists (``1e-4``, ``true``, ``[a, b]``)."""
-    out = []
-    for item in overrides or []:
-        if "=" not in item:
-            raise ConfigError(f"--set {item!r}: expected key=value")
-        key, raw = item.split("=", 1)
-        try:
-            value = yaml.safe_load(raw) if raw != "" else ""
-        except yaml.YAMLError:
-            value = raw
-        out.append((key.strip(), value))
-    return out
-
-
-def _format_errors(err: ValidationError, source: str) -> str:
-    lines = [f"{source}: invalid configuration:"]
-    for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "<root>"
-        msg = "unknown key" if e["type"] == "extra_forbidden" else e["msg"]
-        lines.append(f"  {loc}: {msg} (got {e.get('input')!r})" if e["type"] != "missing" else f"  {loc}: {msg}")
-    return "\n".join(lines)
-
-
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None,
                 base: dict[str, Any] | None = None, require_model: bool = True) -> LexrayConfig:
     """Build a :class:`LexrayConfig` from ``base`` (an embedded default), a YAML recipe and ``--set`` overrides.
@@ -493,12 +427,12 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
     data: dict[str, Any] = json.loads(json.dumps(base)) if base else {}
     source = "<embedded default>"
     if path is not None:
-        data = _deep_merge(data, read_yaml(path))
+        data = deep_merge(data, read_yaml(path))
         source = str(path)
     try:
         cfg = LexrayConfig.model_validate(data)
     except ValidationError as e:
-        raise ConfigError(_format_errors(e, source)) from None
+        raise ConfigError(format_errors(e, source)) from None
     cfg = apply_overrides(cfg, parse_overrides(overrides))
     if require_model:
         cfg.model.require_source(source if not overrides else f"{source} with --set overrides")
@@ -522,24 +456,10 @@ def apply_overrides(cfg: LexrayConfig, pairs: list[tuple[str, Any]], source: str
         if key in _RENAMED:
             log.warning("config key '%s' is deprecated: set %s instead", key, _RENAMED[key])
             key = _RENAMED[key]
-        _set_dotted(dumped, key, value, f"{source}: {key}" if source != "--set overrides" else f"--set {key}")
+        set_dotted(dumped, key, value, f"{source}: {key}" if source != "--set overrides" else f"--set {key}")
     try:
         return LexrayConfig.model_validate(dumped)
     except ValidationError as e:
-        raise ConfigError(_format_errors(e, source)) from None
+        raise ConfigError(format_errors(e, source)) from None
 
 
-def save_config(cfg: BaseModel, out_dir: str | Path, name: str = "config.resolved.yaml") -> Path:
-    """Write the resolved configuration beside an output (YAML); returns its path."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / name
-    path.write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
-    return path
-
-
-def add_config_args(parser) -> None:
-    """Add the standard ``--config`` and ``--set`` arguments to an argparse parser."""
-    parser.add_argument("--config", type=Path, default=None, help="YAML recipe (jobs/configs/*.yaml)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a config key, e.g. --set train.phases.0.lr=1e-4 (repeatable)")

@@ -1,4 +1,4 @@
-"""Weakly supervised (query, document) pairs for contrastive pre-finetuning (LACONIC §2.3).
+"""Weakly supervised (query, document) pairs for contrastive pre-finetuning (LACONIC, arXiv:2601.01684 §2.3).
 
 LACONIC pre-finetunes on ~9M noisy pairs (nomic-embed-unsupervised-data) with in-batch negatives only. Two
 sources here:
