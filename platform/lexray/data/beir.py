@@ -7,7 +7,8 @@ Only document *ids* are kept in memory, to detect duplicates and to check that q
 Why strict: a silently dropped document or judgement changes every metric downstream. Every problem is reported
 with the file, the 1-based line number and the field. ``on_error="fail"`` raises :class:`DataError` at the first
 problem; ``on_error="skip"`` skips the row and counts it per reason in a :class:`ReadReport` (print
-``report.summary()``), so nothing disappears unreported.
+``report.summary()``), so nothing disappears unreported. Both live in :mod:`lexray.data.report`, the one report of
+every reader, and are re-exported here; lines are parsed by :func:`lexray.data.jsonl.iter_jsonl`.
 
 Problems detected (reason keys used in :attr:`ReadReport.skipped`):
 
