@@ -16,3 +16,36 @@ def test_trained_model_config_does_not_shift_or_rescale_twice():
     m = trained_model_config(cfg, Path("/tmp/trained")).model
     assert m.name_or_path == "/tmp/trained" and m.mlm_head_rescale == 1.0
     assert not m.apc.enabled and m.num_layers == 2
+
+
+def test_training_needs_a_model_and_names_the_key(tmp_path):
+    import pytest
+
+    from lexray.config import ConfigError
+    from lexray.workflows import train_and_evaluate
+
+    cfg = LexrayConfig.model_validate({"out_dir": str(tmp_path / "out")})
+    with pytest.raises(ConfigError, match=r"model\.name_or_path is not set"):
+        train_and_evaluate(cfg)
+    assert not (tmp_path / "out").exists()  # refused before writing anything
+
+
+def test_mining_uses_data_mining_seed_not_train_seed(tmp_path, monkeypatch, scifact_dir):
+    import lexray.data.mining as mining
+    import lexray.index.lucene as lucene
+    from lexray.workflows import prepare_hard_negatives
+
+    seen = {}
+
+    def fake_mine(dataset, index_dir, **kw):
+        seen.update(kw)
+        return [], mining.MiningReport(settings={"num_negatives": kw["num_negatives"], "depth": 100})
+
+    monkeypatch.setattr(mining, "mine_bm25_negatives", fake_mine)
+    monkeypatch.setattr(lucene, "build_bm25_index", lambda *a, **k: None)
+    cfg = LexrayConfig.model_validate({"model": {"name_or_path": "m"}, "data": {"dataset": str(scifact_dir),
+                                                                                  "mining_seed": 5},
+                                       "train": {"seed": 1}})
+    out = prepare_hard_negatives(cfg, tmp_path)
+    assert seen["seed"] == 5
+    assert out.train.phases[0].data_path.endswith(".bm25.n15.jsonl")

@@ -1,25 +1,41 @@
-"""Typed configuration: one pydantic model per concern, YAML recipes, ``--set key=value`` overrides.
+"""Typed configuration: one pydantic model per concern, and :func:`load_config` (recipe + ``--set`` overrides).
 
-Why one module: every knob of every job lives here, validated once. Unknown keys and wrong types are errors that
-name the dotted key and the file they came from (pydantic's ``extra="forbid"``). The resolved configuration is
-written beside every output with :func:`save_config` so a run can be reproduced from its output folder.
+Why one module for the schema: every knob of every job lives here, validated once. Unknown keys and wrong types
+are errors that name the dotted key and the file they came from (pydantic's ``extra="forbid"``). The resolved
+configuration is written beside every output with :func:`save_config` so a run can be reproduced from its output
+folder. Reading YAML recipes (``include:``) and parsing ``--set`` overrides is :mod:`lexray.recipes`' concern; its
+public names are importable from here too.
 
-Recipes may ``include:`` other recipes (paths relative to the including file); later keys win, then ``--set``
-overrides win.
+Seeds: each seed is named for what it draws — ``train.seed`` (training: initialization, batch order, sampled
+negatives), ``data.mining_seed`` (BM25 hard-negative mining), ``tune.dev_seed`` (the dev split), ``vt.seed``
+(Vocabulary Transfer's random rows), ``model.random_init.seed`` (a random backbone). The former top-level ``seed``
+only ever seeded mining; it is still read, as ``data.mining_seed``, with a warning.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from lexray.recipes import (
+    ConfigError,
+    add_config_args,
+    deep_merge,
+    format_errors,
+    parse_overrides,
+    read_yaml,
+    save_config,
+    set_dotted,
+)
 
-class ConfigError(ValueError):
-    """A recipe or override is invalid; the message names the file and the dotted key."""
+__all__ = ["ConfigError", "LexrayConfig", "ModelConfig", "add_config_args", "apply_overrides", "load_config",
+           "parse_overrides", "read_yaml", "save_config"]
+
+log = logging.getLogger(__name__)
 
 
 class _Section(BaseModel):
@@ -47,10 +63,11 @@ class RandomInitConfig(_Section):
 
 
 class ApcConfig(_Section):
-    """Activation Potential Calibration (vocabulary-transfer-vt.txt §4.2.3): shift the output bias, b ← b − c, once
-    when the encoder is built (``lexray.vocab.apc``). Set ``shift`` (c itself) or ``target_rate`` (the fraction of
-    |V| with a positive SPLADE weight, averaged over ``probe_docs`` documents of ``probe_dataset``; c is found by
-    bisection) — not both. A head without a bias (Llama) gets one (lexray.models.head.ensure_output_bias)."""
+    """Activation Potential Calibration (Vocabulary Transfer, arXiv:2607.00004, vocabulary-transfer-vt.txt §4.2.3):
+    shift the output bias, b ← b − c, once when the encoder is built (``lexray.vocab.apc``). Set ``shift`` (c
+    itself) or ``target_rate`` (the fraction of |V| with a positive SPLADE weight, averaged over ``probe_docs``
+    documents of ``probe_dataset``; c is found by bisection) — not both. A head without a bias (Llama) gets one
+    (lexray.models.head.ensure_output_bias)."""
 
     shift: float | None = Field(None, description="c in b <- b - c")
     target_rate: float | None = Field(None, gt=0, lt=1, description="target activation rate in (0, 1); c by "
@@ -75,7 +92,11 @@ class ApcConfig(_Section):
 
 
 class ModelConfig(_Section):
-    """The sparse encoder: backbone, pooling and the tokenization contract (see ``lexray.models``)."""
+    """The sparse encoder: backbone, pooling and the tokenization contract (see ``lexray.models``).
+
+    The section may name no model (``name_or_path`` and ``random_init`` both None): commands that load none, such
+    as ``lexray index``, need none. Whatever loads a model checks for one with :meth:`require_source`.
+    """
 
     name_or_path: str | None = Field(None, description="hub id, local directory, .gguf file or "
                                      "pkg:<module>/<file> (a file inside an installed package) of the backbone")
@@ -95,7 +116,8 @@ class ModelConfig(_Section):
     query_idf_path: str | None = Field(None, description="JSON {token_id: idf} for inference-free queries")
     query_top_k: int | None = None
     doc_top_k: int | None = None
-    mlm_head_rescale: float = Field(1.0, gt=0, description="alpha in W <- W/alpha (mlm-head-rescaling §3.2)")
+    mlm_head_rescale: float = Field(1.0, gt=0, description="alpha in W <- W/alpha (MLM-head rescaling, "
+                                    "arXiv:2606.18811 §3.2)")
     apc: ApcConfig = Field(default_factory=ApcConfig, description="output-bias shift applied when the encoder is "
                            "built (after mlm_head_rescale); off unless apc.shift or apc.target_rate is set")
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
@@ -108,8 +130,20 @@ class ModelConfig(_Section):
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelConfig:
-        if (self.name_or_path is None) == (self.random_init is None):
-            raise ValueError("set exactly one of model.name_or_path and model.random_init")
+        if self.name_or_path is not None and self.random_init is not None:
+            raise ValueError("set at most one of model.name_or_path and model.random_init")
+        return self
+
+    def require_source(self, source: str = "configuration") -> ModelConfig:
+        """``self`` if it names a model (``name_or_path`` or ``random_init``); call before loading one.
+
+        Raises:
+            ConfigError: neither is set; the message names ``model.name_or_path`` and ``source`` (a recipe path).
+        """
+        if self.name_or_path is None and self.random_init is None:
+            raise ConfigError(f"{source}: model.name_or_path is not set (nor model.random_init), and this command "
+                              f"loads a model: set it in the recipe or with --set model.name_or_path=<hub id, "
+                              f"folder or .gguf file>")
         return self
 
 
@@ -121,6 +155,8 @@ class DataConfig(_Section):
     train_split: str = Field("train", description="split whose queries feed training (hard-negative mining)")
     on_error: Literal["fail", "skip"] = "fail"
     max_docs: int | None = Field(None, description="only the first N documents (smoke runs)")
+    mining_seed: int = Field(42, description="seed of BM25 hard-negative mining's sampling (lexray.data.mining); "
+                             "apart from train.seed, so a study of the training seed trains on the same negatives")
 
 
 class LoraConfig(_Section):
@@ -138,7 +174,8 @@ class LoraConfig(_Section):
 
 
 class FlopsConfig(_Section):
-    """FLOPS regularizer (Paria et al. 2020) weights and warmup (LACONIC §2.2)."""
+    """FLOPS regularizer (Paria et al. 2020, arXiv:2004.05665) weights and warmup (LACONIC, arXiv:2601.01684
+    §2.2)."""
 
     lambda_q: float = Field(1e-3, ge=0, description="λ_Q; negative would reward dense queries")
     lambda_d: float = Field(1e-3, ge=0, description="λ_D; negative would reward dense documents")
@@ -149,7 +186,7 @@ class FlopsConfig(_Section):
 
 
 class PhaseConfig(_Section):
-    """One training phase (LACONIC §2.2: pre-finetuning, then hard-negative finetuning)."""
+    """One training phase (LACONIC, arXiv:2601.01684 §2.2: pre-finetuning, then hard-negative finetuning)."""
 
     name: str = "finetune"
     data: Literal["title_abstract_pairs", "hard_negatives", "pairs_file"] = "hard_negatives"
@@ -267,8 +304,9 @@ class EvalConfig(_Section):
 
 
 class VTAdaptConfig(_Section):
-    """VT adaptation (§4.2.3, §5.3): embedding-only MLM, every transformer weight frozen, Overlap-Aware Masking
-    Curriculum, AdamW with a cosine schedule and linear warm-up, run by Ray Train with ``train.strategy``."""
+    """VT adaptation (Vocabulary Transfer, arXiv:2607.00004 §4.2.3, §5.3): embedding-only MLM, every transformer
+    weight frozen, Overlap-Aware Masking Curriculum, AdamW with a cosine schedule and linear warm-up, run by Ray
+    Train with ``train.strategy``."""
 
     enabled: bool = True
     objective: Literal["auto", "mlm", "mntp"] = Field(
@@ -291,8 +329,8 @@ class VTAdaptConfig(_Section):
 
 
 class VTConfig(_Section):
-    """Vocabulary Transfer (../shared/papers/vocabulary-transfer-vt.txt §4.2): ``model`` is the source; the job
-    ``jobs/migrate_vocab.py`` writes a lexray encoder over ``target_tokenizer``."""
+    """Vocabulary Transfer (arXiv:2607.00004, ../shared/papers/vocabulary-transfer-vt.txt §4.2): ``model`` is the
+    source; the job ``jobs/migrate_vocab.py`` writes a lexray encoder over ``target_tokenizer``."""
 
     target_tokenizer: str = Field("shared:models/splade-tiny", description="V′: tokenizer location")
     target_table: str | None = Field("shared:models/splade-tiny", description="model whose input embeddings are "
@@ -346,8 +384,7 @@ class LexrayConfig(_Section):
 
     name: str = "run"
     out_dir: str | None = None
-    seed: int = 42
-    model: ModelConfig
+    model: ModelConfig = Field(default_factory=ModelConfig)
     data: DataConfig = Field(default_factory=DataConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
     encode: EncodeConfig = Field(default_factory=EncodeConfig)
@@ -357,103 +394,52 @@ class LexrayConfig(_Section):
     store: StoreConfig = Field(default_factory=StoreConfig)
     tune: TuneConfig = Field(default_factory=TuneConfig)
 
-
-def _deep_merge(base: dict, over: dict) -> dict:
-    out = dict(base)
-    for k, v in over.items():
-        if isinstance(v, dict) and isinstance(out.get(k), dict):
-            out[k] = _deep_merge(out[k], v)
-        else:
-            out[k] = v
-    return out
-
-
-def read_yaml(path: str | Path) -> dict[str, Any]:
-    """Read a recipe, resolving ``include:`` (a path or list of paths relative to this file)."""
-    path = Path(path)
-    try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: recipe not found") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"{path}: invalid YAML: {e}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}: top level must be a mapping, got {type(data).__name__}")
-    includes = data.pop("include", None) or []
-    if isinstance(includes, str):
-        includes = [includes]
-    merged: dict[str, Any] = {}
-    for inc in includes:
-        merged = _deep_merge(merged, read_yaml(path.parent / inc))
-    return _deep_merge(merged, data)
-
-
-def _set_dotted(d: dict, dotted: str, value: Any, source: str) -> None:
-    keys = dotted.split(".")
-    cur = d
-    for k in keys[:-1]:
-        if isinstance(cur, list):
-            try:
-                cur = cur[int(k)]
-            except (ValueError, IndexError):
-                raise ConfigError(f"{source}: '{dotted}': '{k}' is not a valid list index") from None
-            continue
-        nxt = cur.setdefault(k, {})
-        if not isinstance(nxt, dict | list):
-            raise ConfigError(f"{source}: '{dotted}': '{k}' is not a section")
-        cur = nxt
-    last = keys[-1]
-    if isinstance(cur, list):
-        try:
-            cur[int(last)] = value
-        except (ValueError, IndexError):
-            raise ConfigError(f"{source}: '{dotted}': '{last}' is not a valid list index") from None
-    else:
-        cur[last] = value
-
-
-def parse_overrides(overrides: list[str] | None) -> list[tuple[str, Any]]:
-    """Parse ``key.sub=value`` strings; values are YAML scalars/lists (``1e-4``, ``true``, ``[a, b]``)."""
-    out = []
-    for item in overrides or []:
-        if "=" not in item:
-            raise ConfigError(f"--set {item!r}: expected key=value")
-        key, raw = item.split("=", 1)
-        try:
-            value = yaml.safe_load(raw) if raw != "" else ""
-        except yaml.YAMLError:
-            value = raw
-        out.append((key.strip(), value))
-    return out
-
-
-def _format_errors(err: ValidationError, source: str) -> str:
-    lines = [f"{source}: invalid configuration:"]
-    for e in err.errors():
-        loc = ".".join(str(p) for p in e["loc"]) or "<root>"
-        msg = "unknown key" if e["type"] == "extra_forbidden" else e["msg"]
-        lines.append(f"  {loc}: {msg} (got {e.get('input')!r})" if e["type"] != "missing" else f"  {loc}: {msg}")
-    return "\n".join(lines)
+    @model_validator(mode="before")
+    @classmethod
+    def _deprecated_seed(cls, data: Any) -> Any:
+        """Read the former top-level ``seed`` (it seeded only hard-negative mining) as ``data.mining_seed``."""
+        if not isinstance(data, dict) or "seed" not in data:
+            return data
+        data = dict(data)
+        seed = data.pop("seed")
+        section = dict(data.get("data") or {})
+        if "mining_seed" in section and section["mining_seed"] != seed:
+            raise ValueError(f"'seed' ({seed!r}) is the deprecated name of data.mining_seed "
+                             f"({section['mining_seed']!r}): set only data.mining_seed")
+        log.warning("config key 'seed' is deprecated: it seeds hard-negative mining only; read as "
+                    "data.mining_seed=%r (set that key instead; train.seed seeds training)", seed)
+        section["mining_seed"] = seed
+        data["data"] = section
+        return data
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None,
-                base: dict[str, Any] | None = None) -> LexrayConfig:
+                base: dict[str, Any] | None = None, require_model: bool = True) -> LexrayConfig:
     """Build a :class:`LexrayConfig` from ``base`` (an embedded default), a YAML recipe and ``--set`` overrides.
+
+    ``require_model``: the caller loads a model, so the result must name one (:meth:`ModelConfig.require_source`);
+    False for commands that use no model (``lexray index``).
 
     Raises:
         ConfigError: unknown key, wrong type or malformed YAML; the message names the file (or ``--set``) and
-            the dotted key.
+            the dotted key. With ``require_model``, no ``model.name_or_path`` (nor ``model.random_init``).
     """
     data: dict[str, Any] = json.loads(json.dumps(base)) if base else {}
     source = "<embedded default>"
     if path is not None:
-        data = _deep_merge(data, read_yaml(path))
+        data = deep_merge(data, read_yaml(path))
         source = str(path)
     try:
         cfg = LexrayConfig.model_validate(data)
     except ValidationError as e:
-        raise ConfigError(_format_errors(e, source)) from None
-    return apply_overrides(cfg, parse_overrides(overrides))
+        raise ConfigError(format_errors(e, source)) from None
+    cfg = apply_overrides(cfg, parse_overrides(overrides))
+    if require_model:
+        cfg.model.require_source(source if not overrides else f"{source} with --set overrides")
+    return cfg
+
+
+_RENAMED = {"seed": "data.mining_seed"}  # deprecated key -> its name now (LexrayConfig._deprecated_seed for recipes)
 
 
 def apply_overrides(cfg: LexrayConfig, pairs: list[tuple[str, Any]], source: str = "--set overrides"
@@ -467,24 +453,13 @@ def apply_overrides(cfg: LexrayConfig, pairs: list[tuple[str, Any]], source: str
         return cfg
     dumped = cfg.model_dump(mode="json")
     for key, value in pairs:
-        _set_dotted(dumped, key, value, f"{source}: {key}" if source != "--set overrides" else f"--set {key}")
+        if key in _RENAMED:
+            log.warning("config key '%s' is deprecated: set %s instead", key, _RENAMED[key])
+            key = _RENAMED[key]
+        set_dotted(dumped, key, value, f"{source}: {key}" if source != "--set overrides" else f"--set {key}")
     try:
         return LexrayConfig.model_validate(dumped)
     except ValidationError as e:
-        raise ConfigError(_format_errors(e, source)) from None
+        raise ConfigError(format_errors(e, source)) from None
 
 
-def save_config(cfg: BaseModel, out_dir: str | Path, name: str = "config.resolved.yaml") -> Path:
-    """Write the resolved configuration beside an output (YAML); returns its path."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / name
-    path.write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
-    return path
-
-
-def add_config_args(parser) -> None:
-    """Add the standard ``--config`` and ``--set`` arguments to an argparse parser."""
-    parser.add_argument("--config", type=Path, default=None, help="YAML recipe (jobs/configs/*.yaml)")
-    parser.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                        help="override a config key, e.g. --set train.phases.0.lr=1e-4 (repeatable)")

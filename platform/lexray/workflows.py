@@ -55,7 +55,7 @@ def prepare_hard_negatives(cfg: LexrayConfig, out: Path, exclude_query_ids: Coll
         if not (index_dir / "segments_1").exists() and not list(index_dir.glob("segments_*")):
             build_bm25_index(iter_id_text(dataset, on_error=cfg.data.on_error), index_dir, overwrite=True)
         groups, report = mine_bm25_negatives(dataset, index_dir, split=cfg.data.train_split,
-                                             num_negatives=n_neg, seed=cfg.seed,
+                                             num_negatives=n_neg, seed=cfg.data.mining_seed,
                                              exclude_query_ids=exclude_query_ids)
         n = write_groups_jsonl(groups, path)
         print(f"mined BM25 hard negatives: {n} groups -> {path}\n{report.summary()}")
@@ -86,11 +86,15 @@ def train_and_evaluate(cfg: LexrayConfig, evaluate: bool = True, zero_shot: bool
 
     Returns:
         ``{"train": TrainResult, "rows": [metrics.json records], "out_dir": Path}``.
+
+    Raises:
+        ConfigError: ``cfg.model`` names no model (``model.name_or_path``).
     """
     from lexray.eval.pipeline import evaluate_sparse
     from lexray.eval.report import write_markdown
     from lexray.train.loop import run_training
 
+    cfg.model.require_source()
     out = output_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
     cfg = cfg.model_copy(update={"out_dir": str(out)})
@@ -131,6 +135,7 @@ def _card(cfg: LexrayConfig, model_dir: Path) -> None:
 
 
 def _model_label(cfg: LexrayConfig) -> str:
+    """A short display name of the starting model: its folder or file name, or the random-init architecture."""
     if cfg.model.name_or_path:
         return Path(str(cfg.model.name_or_path)).name
     return f"random-init {cfg.model.random_init.architecture}"

@@ -108,3 +108,16 @@ def test_bm25_mining_on_scifact_train(scifact_dir, tmp_path_factory):
     again, _ = mining.mine_hard_negatives(subset, qrels, bm25_search_fn(index.index_dir, show_progress=False),
                                           num_negatives=15, seed=1, batch_size=32, show_progress=False)
     assert [g.negative_ids for g in again] == [g.negative_ids for g in groups[:100]]
+
+
+def test_mined_groups_are_the_training_schema(tmp_path, scifact_dir):
+    from lexray.data.beir import iter_corpus
+    from lexray.data.hardneg import HardNegativeGroup, HardNegDataset
+
+    assert mining.HardNegativeGroup is HardNegativeGroup  # one schema for mining and training
+    ids = [d.doc_id for d, _ in zip(iter_corpus(scifact_dir), range(4), strict=False)]
+    path = tmp_path / "mined.jsonl"
+    mining.write_groups_jsonl([HardNegativeGroup("7", "q", ids[:1], ids[1:], [3.0, 2.0, 1.0])], path)
+    ds = HardNegDataset(path, scifact_dir, num_negatives=2)
+    assert ds.groups == mining.read_groups_jsonl(path) and ds.groups[0].negative_scores == [3.0, 2.0, 1.0]
+    assert ds.report.summary() == "hard-negative groups kept 1; skipped 0 (none)"

@@ -23,8 +23,7 @@ def main(argv: list[str] | None = None) -> dict:
     add_config_args(ap)
     args = ap.parse_args(argv)
     setup_logging()
-    # Only the index section matters here; the model is a placeholder so the root config validates.
-    cfg = load_config(args.config, args.overrides, base={"model": {"name_or_path": "unused"}})
+    cfg = load_config(args.config, args.overrides, require_model=False)  # only the index section matters here
     index_cfg: IndexConfig = cfg.index
     if not Path(args.shards).is_dir():
         raise FileNotFoundError(f"--shards {args.shards}: no such folder (jobs/encode_corpus.py writes one)")

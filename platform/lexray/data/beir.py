@@ -7,7 +7,8 @@ Only document *ids* are kept in memory, to detect duplicates and to check that q
 Why strict: a silently dropped document or judgement changes every metric downstream. Every problem is reported
 with the file, the 1-based line number and the field. ``on_error="fail"`` raises :class:`DataError` at the first
 problem; ``on_error="skip"`` skips the row and counts it per reason in a :class:`ReadReport` (print
-``report.summary()``), so nothing disappears unreported.
+``report.summary()``), so nothing disappears unreported. Both live in :mod:`lexray.data.report`, the one report of
+every reader, and are re-exported here; lines are parsed by :func:`lexray.data.jsonl.iter_jsonl`.
 
 Problems detected (reason keys used in :attr:`ReadReport.skipped`):
 
@@ -30,16 +31,14 @@ and ``test`` qrels with binary scores.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
-from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
 
-OnError = Literal["fail", "skip"]
+from lexray.data.jsonl import iter_jsonl
+from lexray.data.report import DataError, OnError, ReadReport, check_on_error
 
 log = logging.getLogger(__name__)
 
@@ -58,20 +57,6 @@ __all__ = [
 ]
 
 
-class DataError(ValueError):
-    """A malformed row in a BEIR file; the message reads ``<file>:<line>: field '<field>': <problem> [<reason>]``
-    followed by how to skip such rows instead."""
-
-    def __init__(self, path: str | os.PathLike, line: int, field_name: str, reason: str, message: str):
-        self.path = str(path)
-        self.line = line
-        self.field = field_name
-        self.reason = reason
-        self.location = f"{self.path}:{line}: field '{field_name}': {message} [{reason}]"
-        super().__init__(f"{self.location} (on_error='skip', e.g. `--set data.on_error=skip`, skips such rows "
-                         f"and reports their count)")
-
-
 @dataclass
 class Document:
     """One corpus entry. ``title`` and ``text`` are ``""`` when absent."""
@@ -86,58 +71,10 @@ class Document:
         return f"{self.title} {self.text}".strip() if self.title else self.text
 
 
-@dataclass
-class ReadReport:
-    """What a reader saw: rows read and kept per file, rows skipped per reason, and the first messages.
-
-    Pass one instance to several readers to get a single report for a whole dataset.
-    """
-
-    read: Counter = field(default_factory=Counter)  # file name -> data rows read (header excluded)
-    kept: Counter = field(default_factory=Counter)  # file name -> rows kept
-    skipped: Counter = field(default_factory=Counter)  # reason -> rows skipped
-    messages: list[str] = field(default_factory=list)  # first ``max_messages`` problems, verbatim
-    max_messages: int = 20
-
-    @property
-    def n_skipped(self) -> int:
-        return sum(self.skipped.values())
-
-    def _problem(self, err: DataError, on_error: OnError) -> None:
-        if on_error == "fail":
-            raise err
-        self.skipped[err.reason] += 1
-        if len(self.messages) < self.max_messages:
-            self.messages.append(err.location)
-
-    def summary(self) -> str:
-        """One human-readable paragraph: per-file counts, skipped counts per reason, the first problems."""
-        parts = [f"{name}: read {self.read[name]}, kept {self.kept[name]}" for name in sorted(self.read)]
-        lines = ["; ".join(parts) if parts else "nothing read"]
-        if self.skipped:
-            reasons = ", ".join(f"{r}={n}" for r, n in sorted(self.skipped.items()))
-            lines.append(f"skipped {self.n_skipped} rows ({reasons})")
-            lines.extend(f"  {m}" for m in self.messages)
-            if self.n_skipped > len(self.messages):
-                lines.append(f"  ... and {self.n_skipped - len(self.messages)} more")
-        else:
-            lines.append("skipped 0 rows")
-        return "\n".join(lines)
-
-    def to_dict(self) -> dict:
-        return {"read": dict(self.read), "kept": dict(self.kept), "skipped": dict(self.skipped),
-                "messages": list(self.messages)}
-
-
 def _warn_unreported(report: ReadReport, what: str) -> None:
     """Callers that pass no report still learn about skipped rows: they are logged as a warning."""
     if report.n_skipped:
         log.warning("%s: skipped rows (pass a ReadReport to collect them):\n%s", what, report.summary())
-
-
-def _check_on_error(on_error: str) -> None:
-    if on_error not in ("fail", "skip"):
-        raise ValueError(f"on_error must be 'fail' or 'skip', got {on_error!r}")
 
 
 def resolve_dataset_dir(dataset_dir: str | os.PathLike) -> Path:
@@ -170,55 +107,42 @@ def _iter_json_records(path: Path, kind: str, on_error: OnError, report: ReadRep
     """
     seen: set[str] = set()
     name = path.name
-    with open(path, "rb") as fh:
-        for line_no, raw in enumerate(fh, start=1):
-            if not raw.strip():
-                continue  # blank lines (e.g. a trailing newline) are not rows
-            report.read[name] += 1
-            try:
-                rec = json.loads(raw.decode("utf-8"))
-            except (UnicodeDecodeError, json.JSONDecodeError) as e:
-                report._problem(DataError(path, line_no, "<line>", "bad_json", f"not valid JSON: {e}"), on_error)
-                continue
-            if not isinstance(rec, dict):
-                report._problem(DataError(path, line_no, "<line>", "bad_json",
-                                          f"expected a JSON object, got {type(rec).__name__}"), on_error)
-                continue
-            rid = rec.get("_id")
-            if isinstance(rid, int) and not isinstance(rid, bool):
-                rid = str(rid)
-            if not isinstance(rid, str) or not rid.strip():
-                what = "missing" if "_id" not in rec else f"invalid ({rid!r})"
-                report._problem(DataError(path, line_no, "_id", "missing_id", f"{kind} id is {what}"), on_error)
-                continue
-            bad = False
-            vals = {}
-            for fld in ("title", "text"):
-                v = rec.get(fld)
-                if v is None:
-                    v = ""
-                if not isinstance(v, str):
-                    report._problem(DataError(path, line_no, fld, "bad_field",
-                                              f"expected a string, got {type(v).__name__}"), on_error)
-                    bad = True
-                    break
-                vals[fld] = v
-            if bad:
-                continue
-            if rid in seen:
-                report._problem(DataError(path, line_no, "_id", "duplicate_id",
-                                          f"duplicate {kind} id {rid!r}"), on_error)
-                continue
-            seen.add(rid)
-            title = vals["title"] if kind == "document" else ""
-            text = vals["text"]
-            if require_text and not (title.strip() or text.strip()):
-                what = "title and text are both empty" if kind == "document" else "text is empty"
-                report._problem(DataError(path, line_no, "text", "empty_text",
-                                          f"{kind} {rid!r}: {what}"), on_error)
-                continue
-            report.kept[name] += 1
-            yield line_no, rid, title, text, rec
+    for line_no, rec in iter_jsonl(path, report, on_error):
+        rid = rec.get("_id")
+        if isinstance(rid, int) and not isinstance(rid, bool):
+            rid = str(rid)
+        if not isinstance(rid, str) or not rid.strip():
+            what = "missing" if "_id" not in rec else f"invalid ({rid!r})"
+            report.problem(DataError(path, line_no, "_id", "missing_id", f"{kind} id is {what}"), on_error)
+            continue
+        bad = False
+        vals = {}
+        for fld in ("title", "text"):
+            v = rec.get(fld)
+            if v is None:
+                v = ""
+            if not isinstance(v, str):
+                report.problem(DataError(path, line_no, fld, "bad_field",
+                                         f"expected a string, got {type(v).__name__}"), on_error)
+                bad = True
+                break
+            vals[fld] = v
+        if bad:
+            continue
+        if rid in seen:
+            report.problem(DataError(path, line_no, "_id", "duplicate_id",
+                                     f"duplicate {kind} id {rid!r}"), on_error)
+            continue
+        seen.add(rid)
+        title = vals["title"] if kind == "document" else ""
+        text = vals["text"]
+        if require_text and not (title.strip() or text.strip()):
+            what = "title and text are both empty" if kind == "document" else "text is empty"
+            report.problem(DataError(path, line_no, "text", "empty_text",
+                                     f"{kind} {rid!r}: {what}"), on_error)
+            continue
+        report.kept[name] += 1
+        yield line_no, rid, title, text, rec
 
 
 def iter_corpus(dataset_dir: str | os.PathLike, on_error: OnError = "fail", report: ReadReport | None = None,
@@ -235,7 +159,7 @@ def iter_corpus(dataset_dir: str | os.PathLike, on_error: OnError = "fail", repo
         DataError: bad row under ``on_error="fail"`` (file:line, field).
         FileNotFoundError: the folder or ``corpus.jsonl`` is missing.
     """
-    _check_on_error(on_error)
+    check_on_error(on_error)
     owned = report is None
     report = report if report is not None else ReadReport()
     path = _file(dataset_dir, "corpus.jsonl")
@@ -316,7 +240,7 @@ def load_qrels(dataset_dir: str | os.PathLike, split: str = "test", on_error: On
         DataError: bad row under ``on_error="fail"``.
         FileNotFoundError: missing folder or split (the message lists the available splits).
     """
-    _check_on_error(on_error)
+    check_on_error(on_error)
     owned = report is None
     report = report if report is not None else ReadReport()
     base = resolve_dataset_dir(dataset_dir)
@@ -337,36 +261,36 @@ def load_qrels(dataset_dir: str | os.PathLike, split: str = "test", on_error: On
                 continue  # header
             report.read[name] += 1
             if len(cols) != 3:
-                report._problem(DataError(path, line_no, "<line>", "bad_columns",
-                                          f"expected 3 tab-separated columns (query-id, corpus-id, score), "
-                                          f"got {len(cols)}"), on_error)
+                report.problem(DataError(path, line_no, "<line>", "bad_columns",
+                                         f"expected 3 tab-separated columns (query-id, corpus-id, score), "
+                                         f"got {len(cols)}"), on_error)
                 continue
             qid, did, score_s = (c.strip() for c in cols)
             try:
                 score = int(score_s)
             except ValueError:
-                report._problem(DataError(path, line_no, "score", "bad_score",
-                                          f"not an integer: {score_s!r}"), on_error)
+                report.problem(DataError(path, line_no, "score", "bad_score",
+                                         f"not an integer: {score_s!r}"), on_error)
                 continue
             if not qid:
-                report._problem(DataError(path, line_no, "query-id", "unknown_query", "empty query id"), on_error)
+                report.problem(DataError(path, line_no, "query-id", "unknown_query", "empty query id"), on_error)
                 continue
             if not did:
-                report._problem(DataError(path, line_no, "corpus-id", "unknown_doc", "empty document id"),
-                                on_error)
+                report.problem(DataError(path, line_no, "corpus-id", "unknown_doc", "empty document id"),
+                               on_error)
                 continue
             if qids is not None and qid not in qids:
-                report._problem(DataError(path, line_no, "query-id", "unknown_query",
-                                          f"query {qid!r} is not in queries.jsonl"), on_error)
+                report.problem(DataError(path, line_no, "query-id", "unknown_query",
+                                         f"query {qid!r} is not in queries.jsonl"), on_error)
                 continue
             if dids is not None and did not in dids:
-                report._problem(DataError(path, line_no, "corpus-id", "unknown_doc",
-                                          f"document {did!r} is not in corpus.jsonl"), on_error)
+                report.problem(DataError(path, line_no, "corpus-id", "unknown_doc",
+                                         f"document {did!r} is not in corpus.jsonl"), on_error)
                 continue
             judged = qrels.setdefault(qid, {})
             if did in judged:
-                report._problem(DataError(path, line_no, "corpus-id", "duplicate_qrel",
-                                          f"pair ({qid!r}, {did!r}) judged twice"), on_error)
+                report.problem(DataError(path, line_no, "corpus-id", "duplicate_qrel",
+                                         f"pair ({qid!r}, {did!r}) judged twice"), on_error)
                 continue
             judged[did] = score
             report.kept[name] += 1
@@ -385,7 +309,7 @@ def load_queries(dataset_dir: str | os.PathLike, split: str | None = None, on_er
     Raises:
         DataError: bad row under ``on_error="fail"``.
     """
-    _check_on_error(on_error)
+    check_on_error(on_error)
     owned = report is None
     report = report if report is not None else ReadReport()
     path = _file(dataset_dir, "queries.jsonl")

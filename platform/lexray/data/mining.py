@@ -1,8 +1,8 @@
 """Hard-negative mining for contrastive training: BM25 (Lucene) or a sparse model's own index.
 
 Why: in-batch negatives are mostly easy; SPLADE-style training gains from negatives that a first-stage
-retriever ranks high but that are not judged relevant (Formal et al. 2021, "SPLADE v2", §3: BM25 negatives,
-then negatives mined with the model itself). The retriever is pluggable: any
+retriever ranks high but that are not judged relevant (Formal et al. 2021, "SPLADE v2", arXiv:2109.10086 §3:
+BM25 negatives, then negatives mined with the model itself). The retriever is pluggable: any
 ``search_fn(query_ids, query_texts, k) -> run`` works (:data:`lexray.index.lucene.SearchFn`), so the training
 code mines with BM25 first and with the exact sparse searcher of a trained model later.
 
@@ -12,47 +12,35 @@ take ``num_negatives``: either a seeded uniform sample (``strategy="sample"``, d
 (``strategy="top"``), returned in rank order. Skipping the very top ranks (default ``skip_top=3``) and sampling
 from a window (default ``depth=100``) follow the observation that the highest-ranked unjudged documents are
 often unlabeled positives (false negatives) on sparsely judged collections such as SciFact and MS MARCO
-(Qu et al. 2021, "RocketQA", §4.2), while a window keeps the negatives hard but varied. Randomness is drawn from
-``numpy.random.default_rng([seed, crc32(query_id)])``: results do not depend on query order or batching.
+(Qu et al. 2021, "RocketQA", arXiv:2010.08191 §4.2), while a window keeps the negatives hard but varied.
+Randomness is drawn from ``numpy.random.default_rng([seed, crc32(query_id)])``: results do not depend on query
+order or batching.
 
 Output (JSONL, one group per line): ``{"query_id", "query", "positive_ids": [...], "negative_ids": [...],
-"negative_scores": [...]}`` — document texts are resolved by id at training time.
+"negative_scores": [...]}`` — :class:`lexray.data.hardneg.HardNegativeGroup`, the schema training reads;
+document texts are resolved by id at training time.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 from tqdm.auto import tqdm
 
+from lexray.data.hardneg import HardNegativeGroup, parse_group
+from lexray.data.jsonl import iter_jsonl
+from lexray.data.report import ReadReport
+
 log = logging.getLogger(__name__)
 
 Run = dict[str, dict[str, float]]
 SearchFn = Callable[[Sequence[str], Sequence[str], int], Run]
-
-
-@dataclass
-class HardNegativeGroup:
-    """One training query with its positives and mined negatives (ids only; ``negative_scores`` aligned)."""
-
-    query_id: str
-    query: str
-    positive_ids: list[str]
-    negative_ids: list[str]
-    negative_scores: list[float] | None = None
-
-    def to_json(self) -> str:
-        d = asdict(self)
-        if d["negative_scores"] is None:
-            del d["negative_scores"]
-        return json.dumps(d, ensure_ascii=False)
 
 
 @dataclass
@@ -216,43 +204,16 @@ def write_groups_jsonl(groups: Iterable[HardNegativeGroup], path: str | os.PathL
     return n
 
 
-def _str_list(path: Path, line_no: int, rec: dict, name: str) -> list[str]:
-    v = rec.get(name)
-    if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
-        raise ValueError(f"{path}:{line_no}: field '{name}': expected a list of strings, got {v!r:.80}")
-    return v
-
-
 def iter_groups_jsonl(path: str | os.PathLike) -> Iterator[HardNegativeGroup]:
-    """Read groups written by :func:`write_groups_jsonl`, validating every field.
+    """Read groups written by :func:`write_groups_jsonl`, validating every field
+    (:func:`lexray.data.hardneg.parse_group`).
 
     Raises:
-        ValueError: a bad line; the message names the file, line and field.
+        DataError: a bad line; the message names the file, line and field.
     """
-    p = Path(path)
-    with open(p, encoding="utf-8") as fh:
-        for line_no, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{p}:{line_no}: field '<line>': not valid JSON ({e.msg})") from None
-            if not isinstance(rec, dict):
-                raise ValueError(f"{p}:{line_no}: field '<line>': expected a JSON object")
-            for name in ("query_id", "query"):
-                if not isinstance(rec.get(name), str):
-                    raise ValueError(f"{p}:{line_no}: field '{name}': expected a string, got {rec.get(name)!r:.80}")
-            pos = _str_list(p, line_no, rec, "positive_ids")
-            neg = _str_list(p, line_no, rec, "negative_ids")
-            if not pos:
-                raise ValueError(f"{p}:{line_no}: field 'positive_ids': empty")
-            scores = rec.get("negative_scores")
-            if scores is not None and (not isinstance(scores, list) or len(scores) != len(neg)
-                                       or not all(isinstance(s, (int, float)) for s in scores)):
-                raise ValueError(f"{p}:{line_no}: field 'negative_scores': expected {len(neg)} numbers")
-            yield HardNegativeGroup(rec["query_id"], rec["query"], pos, neg,
-                                    None if scores is None else [float(s) for s in scores])
+    report = ReadReport()
+    for line_no, rec in iter_jsonl(path, report, on_error="fail"):
+        yield parse_group(path, line_no, rec)
 
 
 def read_groups_jsonl(path: str | os.PathLike) -> list[HardNegativeGroup]:

@@ -76,6 +76,7 @@ def evaluate_bm25(cfg: LexrayConfig, out_dir: str | Path) -> dict:
 
 
 def _dir_bytes(path: Path) -> int:
+    """Total size in bytes of the files under ``path``."""
     return sum(p.stat().st_size for p in Path(path).rglob("*") if p.is_file())
 
 
@@ -97,15 +98,17 @@ def evaluate_sparse(cfg: LexrayConfig, out_dir: str | Path, backend: Backend | N
 
     Returns:
         the metrics.json content: ``{"dataset", "retriever", "split", "n_queries", "metrics", "efficiency"}``.
+
+    Raises:
+        ConfigError: ``cfg.model`` names no model (``model.name_or_path``) where it is needed (no ``encoder`` or
+            no ``index_dir``).
     """
-    from lexray.encode.pipeline import encode_corpus
-    from lexray.eval.metrics import evaluate
-    from lexray.eval.report import write_metrics_json, write_per_query
-    from lexray.eval.runs import run_tag, write_trec_run
-    from lexray.index.build import build_index
-    from lexray.index.search import ExactSearcher
+    from lexray.eval.report import write_metrics_json
+    from lexray.eval.runs import run_tag
     from lexray.models import load_encoder
 
+    if encoder is None or index_dir is None:
+        cfg.model.require_source()
     backend = backend or cfg.eval.backend
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -113,7 +116,6 @@ def evaluate_sparse(cfg: LexrayConfig, out_dir: str | Path, backend: Backend | N
     dataset, queries, qrels = _queries_and_qrels(cfg)
     # the model is loaded (and so checked) before the corpus is encoded
     enc = encoder if encoder is not None else load_encoder(cfg.model)
-
     if index_dir is not None:
         if backend != "exact":
             raise ValueError(f"index_dir= searches an exact index; backend {backend!r} needs the shards")
@@ -121,13 +123,7 @@ def evaluate_sparse(cfg: LexrayConfig, out_dir: str | Path, backend: Backend | N
         manifest, stats, index_s = {}, json.loads((index / "stats.json").read_text()), 0.0
     else:
         index = out / "index"
-        # 1. corpus -> shards (Ray Data; resumes / reuses complete shards)
-        manifest = encode_corpus(cfg.model, dataset, out / "shards", cfg.encode, on_error=cfg.data.on_error,
-                                 max_docs=cfg.data.max_docs)
-        # 2. shards -> inverted index
-        t0 = time.perf_counter()
-        stats = build_index(out / "shards", index, cfg.index)
-        index_s = time.perf_counter() - t0
+        manifest, stats, index_s = _encode_and_index(cfg, dataset, out, index)
     # 3. queries -> sparse vectors (in process: queries are few)
     qids = [q for q in qrels if q in queries]
     t0 = time.perf_counter()
@@ -142,44 +138,85 @@ def evaluate_sparse(cfg: LexrayConfig, out_dir: str | Path, backend: Backend | N
     }
     efficiency.update(_encode_efficiency(manifest))
     efficiency.update(_index_efficiency(stats, index))
+    queries_enc = (qids, q_ids, q_ws)
     if backend in ("exact", "both", "seismic"):
-        searcher = ExactSearcher(index)
-        t0 = time.perf_counter()
-        run = searcher.search_run(qids, q_ids, q_ws, k=cfg.eval.top_k)
-        efficiency["search_qps"] = len(qids) / max(time.perf_counter() - t0, 1e-9)
-        res = evaluate(run, qrels, cfg.eval.metrics, per_query=True)
-        results["exact"] = res["mean"]
-        write_per_query(out / f"per_query.{cfg.data.split}.jsonl", res["per_query"])
-        write_trec_run(run, out / f"run.{cfg.data.split}.trec", tag=run_tag(retriever_name or "lexray-exact"))
+        searcher, results["exact"] = _search_exact(cfg, out, index, queries_enc, qrels, efficiency,
+                                                   run_tag(retriever_name or "lexray-exact"))
     if backend == "seismic":
         results = {"seismic": _seismic(cfg, out, searcher, qids, q_ids, q_ws, qrels, efficiency,
                                        run_tag(retriever_name or "lexray-seismic")), **results}
     if backend in ("lucene", "both"):
-        from lexray.index import lucene
-
-        t0 = time.perf_counter()
-        vocab = (enc.tokenizer.convert_ids_to_tokens(list(range(enc.vocab_size)))
-                 if cfg.index.lucene_tokens == "vocab" else None)
-        lucene.build_impact_index(out / "shards", out / "lucene", bits=cfg.index.quant_bits, overwrite=True,
-                                  vocab=vocab, show_progress=False,
-                                  collection_dir=out / "lucene.collection" if cfg.index.keep_lucene_collection
-                                  else None)
-        write_topics(out / f"topics.{cfg.data.split}.tsv", {q: queries[q] for q in qids})
-        efficiency["lucene_index_seconds"] = time.perf_counter() - t0
-        efficiency["lucene_index_bytes"] = _dir_bytes(out / "lucene")
-        t0 = time.perf_counter()
-        run_l = lucene.impact_search(out / "lucene", qids, q_ids, q_ws, k=cfg.eval.top_k, show_progress=False)
-        efficiency["lucene_search_qps"] = len(qids) / max(time.perf_counter() - t0, 1e-9)
-        res = evaluate(run_l, qrels, cfg.eval.metrics, per_query=True)
-        results["lucene"] = res["mean"]
-        write_per_query(out / f"per_query.{cfg.data.split}.lucene.jsonl", res["per_query"])
-        write_trec_run(run_l, out / f"run.{cfg.data.split}.lucene.trec", tag=run_tag(retriever_name or "lexray-lucene"))
+        results["lucene"] = _search_lucene(cfg, out, enc, {q: queries[q] for q in qids}, queries_enc, qrels,
+                                           efficiency, run_tag(retriever_name or "lexray-lucene"))
     headline = results.get("seismic") or results.get("exact") or results["lucene"]
     if len(results) > 1:
         efficiency["backends"] = results
     name = retriever_name or str(cfg.model.name_or_path or "random-init")
     return write_metrics_json(out, dataset=_dataset_name(dataset), retriever=name, split=cfg.data.split,
                               n_queries=len(qrels), metrics=headline, efficiency=efficiency)
+
+
+def _encode_and_index(cfg: LexrayConfig, dataset: Path, out: Path, index: Path) -> tuple:
+    """Steps 1–2 of :func:`evaluate_sparse`: corpus → ``out/shards`` (Ray Data; resumes / reuses complete shards)
+    → inverted index at ``index``. Returns ``(manifest, index stats, index build seconds)``."""
+    from lexray.encode.pipeline import encode_corpus
+    from lexray.index.build import build_index
+
+    manifest = encode_corpus(cfg.model, dataset, out / "shards", cfg.encode, on_error=cfg.data.on_error,
+                             max_docs=cfg.data.max_docs)
+    t0 = time.perf_counter()
+    stats = build_index(out / "shards", index, cfg.index)
+    return manifest, stats, time.perf_counter() - t0
+
+
+def _search_exact(cfg: LexrayConfig, out: Path, index: Path, queries_enc: tuple, qrels: dict, efficiency: dict,
+                  tag: str) -> tuple:
+    """Exact top-k search of the encoded queries ``(qids, term ids, weights)``; writes the per-query metrics and
+    the TREC run, adds ``search_qps`` to ``efficiency``. Returns ``(searcher, mean metrics)``."""
+    from lexray.eval.metrics import evaluate
+    from lexray.eval.report import write_per_query
+    from lexray.eval.runs import write_trec_run
+    from lexray.index.search import ExactSearcher
+
+    qids, q_ids, q_ws = queries_enc
+    searcher = ExactSearcher(index)
+    t0 = time.perf_counter()
+    run = searcher.search_run(qids, q_ids, q_ws, k=cfg.eval.top_k)
+    efficiency["search_qps"] = len(qids) / max(time.perf_counter() - t0, 1e-9)
+    res = evaluate(run, qrels, cfg.eval.metrics, per_query=True)
+    write_per_query(out / f"per_query.{cfg.data.split}.jsonl", res["per_query"])
+    write_trec_run(run, out / f"run.{cfg.data.split}.trec", tag=tag)
+    return searcher, res["mean"]
+
+
+def _search_lucene(cfg: LexrayConfig, out: Path, enc, topics: dict[str, str], queries_enc: tuple, qrels: dict,
+                   efficiency: dict, tag: str) -> dict:
+    """Lucene impact index of ``out/shards`` (terms per ``cfg.index.lucene_tokens``), impact search of the
+    encoded queries, per-query metrics, TREC run and topics file; adds ``lucene_*`` timings and size to
+    ``efficiency``. Returns the mean metrics."""
+    from lexray.eval.metrics import evaluate
+    from lexray.eval.report import write_per_query
+    from lexray.eval.runs import write_trec_run
+    from lexray.index import lucene
+
+    qids, q_ids, q_ws = queries_enc
+    t0 = time.perf_counter()
+    vocab = (enc.tokenizer.convert_ids_to_tokens(list(range(enc.vocab_size)))
+             if cfg.index.lucene_tokens == "vocab" else None)
+    lucene.build_impact_index(out / "shards", out / "lucene", bits=cfg.index.quant_bits, overwrite=True,
+                              vocab=vocab, show_progress=False,
+                              collection_dir=out / "lucene.collection" if cfg.index.keep_lucene_collection
+                              else None)
+    write_topics(out / f"topics.{cfg.data.split}.tsv", topics)
+    efficiency["lucene_index_seconds"] = time.perf_counter() - t0
+    efficiency["lucene_index_bytes"] = _dir_bytes(out / "lucene")
+    t0 = time.perf_counter()
+    run_l = lucene.impact_search(out / "lucene", qids, q_ids, q_ws, k=cfg.eval.top_k, show_progress=False)
+    efficiency["lucene_search_qps"] = len(qids) / max(time.perf_counter() - t0, 1e-9)
+    res = evaluate(run_l, qrels, cfg.eval.metrics, per_query=True)
+    write_per_query(out / f"per_query.{cfg.data.split}.lucene.jsonl", res["per_query"])
+    write_trec_run(run_l, out / f"run.{cfg.data.split}.lucene.trec", tag=tag)
+    return res["mean"]
 
 
 def write_topics(path: Path, queries: dict[str, str]) -> Path:
@@ -234,4 +271,5 @@ def _index_efficiency(stats, index_dir: Path) -> dict:
 
 
 def load_metrics(out_dir: str | Path) -> dict:
+    """The ``metrics.json`` record an evaluation wrote into ``out_dir``."""
     return json.loads((Path(out_dir) / "metrics.json").read_text())

@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from lexray.data.beir import DataError, ReadReport
+from lexray.data.report import DataError, ReadReport, check_on_error
 
 __all__ = ["write_trec_run", "read_trec_run", "sorted_query_ids"]
 
@@ -76,8 +76,7 @@ def read_trec_run(path: str | os.PathLike, on_error: str = "fail",
             counted in ``report``.
         FileNotFoundError: no such file.
     """
-    if on_error not in ("fail", "skip"):
-        raise ValueError(f"on_error must be 'fail' or 'skip', got {on_error!r}")
+    check_on_error(on_error)
     report = report if report is not None else ReadReport()
     path = Path(path)
     name = path.name
@@ -89,21 +88,21 @@ def read_trec_run(path: str | os.PathLike, on_error: str = "fail",
             report.read[name] += 1
             cols = line.split()
             if len(cols) != 6:
-                report._problem(DataError(path, line_no, "<line>", "bad_columns",
-                                          f"expected 6 columns (qid Q0 docid rank score tag), got {len(cols)}"),
-                                on_error)
+                report.problem(DataError(path, line_no, "<line>", "bad_columns",
+                                         f"expected 6 columns (qid Q0 docid rank score tag), got {len(cols)}"),
+                               on_error)
                 continue
             qid, _q0, did, _rank, score_s, _tag = cols
             try:
                 score = float(score_s)
             except ValueError:
-                report._problem(DataError(path, line_no, "score", "bad_score", f"not a number: {score_s!r}"),
-                                on_error)
+                report.problem(DataError(path, line_no, "score", "bad_score", f"not a number: {score_s!r}"),
+                               on_error)
                 continue
             docs = run.setdefault(qid, {})
             if did in docs:
-                report._problem(DataError(path, line_no, "docid", "duplicate_id",
-                                          f"query {qid!r} lists document {did!r} twice"), on_error)
+                report.problem(DataError(path, line_no, "docid", "duplicate_id",
+                                         f"query {qid!r} lists document {did!r} twice"), on_error)
                 continue
             docs[did] = score
             report.kept[name] += 1

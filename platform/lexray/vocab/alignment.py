@@ -1,4 +1,5 @@
-"""Target-vocabulary alignment (../shared/papers/vocabulary-transfer-vt.txt §4.2.1, §4.2.2): O = V ∩ V′, N′ = V′ \\ O.
+"""Target-vocabulary alignment (Vocabulary Transfer, arXiv:2607.00004, ../shared/papers/vocabulary-transfer-vt.txt
+§4.2.1, §4.2.2): O = V ∩ V′, N′ = V′ \\ O.
 
 Tokenizers write the same surface form differently, so tokens are compared through a *canonical form*
 ``(word_start, text)``:
@@ -42,8 +43,9 @@ KINDS = ("special", "exact", "case_folded", "flipped", "byte")
 
 
 @lru_cache(maxsize=1)
-def _byte_decoder() -> dict[str, int]:
-    """GPT-2's unicode↦byte table (the inverse of ``bytes_to_unicode``)."""
+def byte_decoder() -> dict[str, int]:
+    """GPT-2's unicode↦byte table of byte-level BPE (the inverse of ``bytes_to_unicode``): each of the 256
+    characters a byte-level token string is made of ↦ the byte it stands for."""
     bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
     cs = bs[:]
     n = 0
@@ -53,6 +55,11 @@ def _byte_decoder() -> dict[str, int]:
             cs.append(256 + n)
             n += 1
     return {chr(c): b for b, c in zip(bs, cs, strict=True)}
+
+
+def byte_encoder() -> dict[int, str]:
+    """GPT-2's byte↦unicode table (``bytes_to_unicode``): how byte-level BPE writes each byte as a character."""
+    return {b: c for c, b in byte_decoder().items()}
 
 
 def tokenizer_convention(tokenizer) -> str:
@@ -102,7 +109,7 @@ def canonical(token: str, convention: str) -> Canon:
         ws = token.startswith("▁")
         text = token[1:] if ws else token
         return Canon(ws, text.replace("▁", " "), text.encode())
-    dec = _byte_decoder()
+    dec = byte_decoder()
     try:
         raw = bytes(dec[c] for c in token)
     except KeyError:  # an added token written in plain text (e.g. '<|im_start|>')

@@ -1,4 +1,5 @@
-"""Initialization of the migrated embedding table E′ (|V′|, d) (../shared/papers/vocabulary-transfer-vt.txt §4.2.2).
+"""Initialization of the migrated embedding table E′ (|V′|, d) (Vocabulary Transfer, arXiv:2607.00004,
+../shared/papers/vocabulary-transfer-vt.txt §4.2.2).
 
 * ``semantic`` — Semantic-Init, eq. 7–9: for a new token t ∈ N′, cosine affinities s_t,u = cos(Ẽ_t, Ẽ_u) to every
   anchor u ∈ O in a *target-space* table Ẽ (|V′|, d̃) (eq. 7; e.g. bert-base-uncased's input embeddings — d̃ need
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from lexray.vocab.alignment import Alignment, _byte_decoder, canonical, tokenizer_convention
+from lexray.vocab.alignment import Alignment, byte_encoder, canonical, tokenizer_convention
 from lexray.vocab.sparsemax import sparsemax_topk
 
 METHODS = ("semantic", "rand_all", "rand_new", "mean", "subtoken")
@@ -92,14 +93,14 @@ def _subtoken_ids(alignment: Alignment, source_tokenizer, ids: np.ndarray) -> li
     """Source token ids of each target token's string (word-start tokens with a leading space)."""
     conv = tokenizer_convention(source_tokenizer)
     model = source_tokenizer.backend_tokenizer.model
-    dec = {b: c for c, b in _byte_decoder().items()}
+    enc = byte_encoder()
     out = []
     for t in ids:
         c = canonical(alignment.target_tokens[t], alignment.target_convention)
         text = c.text if c.text is not None else c.raw.decode("utf-8", "replace")
         if conv == "byte_bpe":
             raw = ((" " if c.word_start else "") + text).encode("utf-8")
-            toks = [tk.id for tk in model.tokenize("".join(dec[b] for b in raw))]
+            toks = [tk.id for tk in model.tokenize("".join(enc[b] for b in raw))]
         elif conv == "sentencepiece":
             toks = [tk.id for tk in model.tokenize(("▁" if c.word_start else "") + text)]
         else:

@@ -95,7 +95,13 @@ class LuceneIndexStats:
     extra: dict = field(default_factory=dict)
 
 
-def _prepare_target(index_dir: Path, overwrite: bool) -> Path:
+def prepare_index_target(index_dir: Path, overwrite: bool) -> Path:
+    """The empty ``<index_dir>.building`` folder an index is built in (a stale one is removed), so a failed build
+    never leaves a half-written ``index_dir``; :func:`finish_index_target` moves it into place.
+
+    Raises:
+        FileExistsError: ``index_dir`` holds files and ``overwrite`` is False.
+    """
     if index_dir.exists() and any(index_dir.iterdir()):
         if not overwrite:
             raise FileExistsError(f"{index_dir} exists and is not empty (pass overwrite=True to replace it)")
@@ -106,13 +112,20 @@ def _prepare_target(index_dir: Path, overwrite: bool) -> Path:
     return tmp
 
 
-def _finish_target(tmp: Path, index_dir: Path) -> None:
+def finish_index_target(tmp: Path, index_dir: Path) -> None:
+    """Replace ``index_dir`` by the finished build folder ``tmp`` (from :func:`prepare_index_target`)."""
     if index_dir.exists():
         shutil.rmtree(index_dir)
     tmp.rename(index_dir)
 
 
-def _check_counters(run: AnseriniRun, written: int, what: str) -> None:
+def check_counters(run: AnseriniRun, written: int, what: str) -> None:
+    """Check Anserini indexed (or counted as empty) every one of the ``written`` documents; warn on empty ones.
+
+    Raises:
+        AnseriniError: no counters, errors or unindexable documents, or a count that differs (``what`` names the
+            index in the message).
+    """
     c = run.counters
     if "indexed" not in c:
         raise AnseriniError(f"{what}: no counters in Anserini's output\n{run.output_tail}")
@@ -127,7 +140,12 @@ def _check_counters(run: AnseriniRun, written: int, what: str) -> None:
 Run = dict[str, dict[str, float]]
 
 
-def _hits_to_run(results, qids: Sequence[str], integer_scores: bool = False) -> Run:
+def hits_to_run(results, qids: Sequence[str], integer_scores: bool = False) -> Run:
+    """``{qid: {docid: score}}`` from a pyjnius ``batch_search`` result map; a query without hits gets ``{}``.
+
+    ``integer_scores``: round each score to the nearest integer (impact search, where the exact score is an
+    integer dot product that Lucene returns in float32; :func:`lexray.index.lucene.impact.impact_search`).
+    """
     run: Run = {}
     for qid in qids:
         hits = results.get(qid)
@@ -140,7 +158,8 @@ def _hits_to_run(results, qids: Sequence[str], integer_scores: bool = False) -> 
     return run
 
 
-def _batches(n: int, size: int) -> Iterator[slice]:
+def slice_batches(n: int, size: int) -> Iterator[slice]:
+    """Consecutive slices of ``range(n)`` of at most ``size`` items (query batches)."""
     for start in range(0, n, size):
         yield slice(start, min(n, start + size))
 

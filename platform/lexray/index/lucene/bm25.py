@@ -20,12 +20,12 @@ from tqdm.auto import tqdm
 from lexray.index.lucene.anserini import (
     LuceneIndexStats,
     Run,
-    _batches,
-    _check_counters,
-    _finish_target,
-    _hits_to_run,
-    _prepare_target,
+    check_counters,
+    finish_index_target,
+    hits_to_run,
+    prepare_index_target,
     run_anserini,
+    slice_batches,
 )
 from lexray.index.lucene.jvm import ensure_jvm
 
@@ -70,7 +70,7 @@ def build_bm25_index(documents: Iterable[tuple[str, str]], index_dir: str | os.P
         FileExistsError, AnseriniError, JavaSetupError; ValueError for a bad document id.
     """
     index_dir = Path(index_dir)
-    tmp = _prepare_target(index_dir, overwrite)
+    tmp = prepare_index_target(index_dir, overwrite)
     coll = index_dir.with_name(index_dir.name + ".collection")
     if coll.exists():
         shutil.rmtree(coll)
@@ -81,10 +81,10 @@ def build_bm25_index(documents: Iterable[tuple[str, str]], index_dir: str | os.P
             "-collection", "JsonCollection", "-generator", "DefaultLuceneDocumentGenerator",
             "-input", str(coll), "-index", str(tmp), "-threads", str(threads),
         ], max_heap=max_heap, desc="Lucene BM25 index", total_docs=written, show_progress=show_progress)
-        _check_counters(run, written, f"BM25 index {index_dir}")
+        check_counters(run, written, f"BM25 index {index_dir}")
         stats = LuceneIndexStats(str(index_dir), "bm25", written, run.counters, time.perf_counter() - t0,
                                  extra={"index_seconds": run.seconds})
-        _finish_target(tmp, index_dir)
+        finish_index_target(tmp, index_dir)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp)
@@ -132,13 +132,13 @@ class BM25Searcher:
         jlist = autoclass("java.util.ArrayList")
         run: Run = {}
         with tqdm(total=len(query_ids), desc="BM25 search", unit="query", disable=not show_progress) as bar:
-            for sl in _batches(len(query_ids), batch_size):
+            for sl in slice_batches(len(query_ids), batch_size):
                 ids, texts = jlist(), jlist()
                 for qid, text in zip(query_ids[sl], query_texts[sl], strict=True):
                     ids.add(str(qid))
                     texts.add(str(text))
                 results = self._searcher.batch_search(texts, ids, int(k), int(threads))
-                run.update(_hits_to_run(results, [str(q) for q in query_ids[sl]]))
+                run.update(hits_to_run(results, [str(q) for q in query_ids[sl]]))
                 bar.update(sl.stop - sl.start)
         if remove_query:
             for qid, hits in run.items():

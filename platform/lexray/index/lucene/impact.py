@@ -34,12 +34,12 @@ from lexray.encode.shards import iter_shard_batches, resolve_shards
 from lexray.index.lucene.anserini import (
     LuceneIndexStats,
     Run,
-    _batches,
-    _check_counters,
-    _finish_target,
-    _hits_to_run,
-    _prepare_target,
+    check_counters,
+    finish_index_target,
+    hits_to_run,
+    prepare_index_target,
     run_anserini,
+    slice_batches,
 )
 from lexray.index.lucene.jvm import ensure_jvm
 from lexray.index.quantization import quantize
@@ -255,7 +255,7 @@ def build_impact_index(shards: str | os.PathLike | Sequence[str | os.PathLike], 
         JavaSetupError.
     """
     index_dir = Path(index_dir)
-    tmp = _prepare_target(index_dir, overwrite)
+    tmp = prepare_index_target(index_dir, overwrite)
     coll = Path(collection_dir) if collection_dir else index_dir.with_name(index_dir.name + ".collection")
     if coll.exists():
         shutil.rmtree(coll)
@@ -270,7 +270,7 @@ def build_impact_index(shards: str | os.PathLike | Sequence[str | os.PathLike], 
             "-input", str(coll), "-index", str(tmp), "-threads", str(threads), "-impact", "-pretokenized",
         ], max_heap=max_heap, desc="Lucene impact index", total_docs=export.docs_written,
             show_progress=show_progress)
-        _check_counters(run, export.docs_written, f"impact index {index_dir}")
+        check_counters(run, export.docs_written, f"impact index {index_dir}")
         stats = LuceneIndexStats(str(index_dir), "impact", export.docs_written, run.counters,
                                  time.perf_counter() - t0, export=asdict(export),
                                  extra={"index_seconds": run.seconds})
@@ -279,7 +279,7 @@ def build_impact_index(shards: str | os.PathLike | Sequence[str | os.PathLike], 
         meta = {"token_scheme": "vocab" if vocab is not None else "id", "scale": export.scale, "bits": bits,
                 "quantization": "floor(w * ((2**bits - 1) / scale) + 0.5)", **asdict(stats)}
         (tmp / IMPACT_META_FILE).write_text(json.dumps(meta, indent=2))
-        _finish_target(tmp, index_dir)
+        finish_index_target(tmp, index_dir)
     finally:
         if tmp.exists():
             shutil.rmtree(tmp)
@@ -355,7 +355,7 @@ class ImpactSearcher:
                              autoclass("java.lang.Integer"))
         run: Run = {}
         with tqdm(total=len(query_ids), desc="impact search", unit="query", disable=not show_progress) as bar:
-            for sl in _batches(len(query_ids), batch_size):
+            for sl in slice_batches(len(query_ids), batch_size):
                 ids, qs = jlist(), jlist()
                 for qid, q in zip(query_ids[sl], queries[sl], strict=True):
                     m = jmap()
@@ -366,7 +366,7 @@ class ImpactSearcher:
                     ids.add(str(qid))
                     qs.add(m)
                 results = self._searcher.batch_search(qs, ids, int(k), int(threads))
-                run.update(_hits_to_run(results, [str(q) for q in query_ids[sl]], integer_scores=True))
+                run.update(hits_to_run(results, [str(q) for q in query_ids[sl]], integer_scores=True))
                 bar.update(sl.stop - sl.start)
         top = max((max(h.values()) for h in run.values() if h), default=0.0)
         if top > _EXACT_LIMIT:
