@@ -249,7 +249,7 @@ class EncodeConfig(_Section):
     reader_cpus: float = Field(0.25, gt=0, description="Ray CPU reservation of the corpus read task")
     rows_per_shard: int | None = Field(
         None, ge=1, description="documents per Parquet shard (also the unit of work handed to one actor, and of "
-        "resume). None = auto (lexray.encode.pipeline.auto_rows_per_shard): ceil(N / 32) for a corpus of N "
+        "resume). None = auto (lexray.encode.plan.auto_rows_per_shard): ceil(N / 32) for a corpus of N "
         "documents, clamped to [128, 1,000], so a small corpus is cut fine enough that no actor waits long on "
         "another's last shard (SciFact: 32 shards of 162 rows instead of five of 1,000 and one of 183) and a "
         "large one keeps 1,000-row shards; a folder being resumed keeps the value it was made with. Row groups "

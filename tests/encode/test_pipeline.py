@@ -18,7 +18,8 @@ import torch
 from lexray.config import EncodeConfig
 from lexray.data.beir import DataError, iter_corpus
 from lexray.encode.pipeline import encode_corpus
-from lexray.encode.shards import SHARD_SCHEMA, ManifestMismatchError, iter_shards, load_manifest
+from lexray.encode.reader import iter_shards
+from lexray.encode.shards import SHARD_SCHEMA, ManifestMismatchError, load_manifest
 
 N_DOCS = 160
 ROWS = 40

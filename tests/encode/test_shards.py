@@ -236,14 +236,3 @@ def test_schema_problem_is_the_one_shard_schema_check():
     assert "expected exactly ['doc_id', 'term_ids', 'weights']" in schema_problem(extra)
     swapped = pa.schema([nullable.field(1), nullable.field(0), nullable.field(2)])
     assert "in this order" in schema_problem(swapped)
-
-
-def test_reader_names_stay_importable_from_the_old_path():
-    """Re-exported (lazily) for callers outside encode/ until they move; drop this test with the re-export."""
-    import lexray.encode.reader as reader
-    import lexray.encode.shards as shards
-
-    assert shards.resolve_shards is reader.resolve_shards and shards.ShardStoreError is reader.ShardStoreError
-    with pytest.raises(AttributeError):
-        shards.no_such_name  # noqa: B018
-

@@ -41,9 +41,10 @@ def validate_model(model_cfg) -> None:
     """Check the model can be loaded (configuration and tokenizer, not the weights) before any encoding.
 
     Raises:
+        lexray.config.ConfigError: no model is named (``model.name_or_path``);
         FileNotFoundError / OSError / ValueError naming the location.
     """
-    if model_cfg.random_init is not None:
+    if model_cfg.require_source().random_init is not None:
         return
     from transformers import AutoConfig, AutoTokenizer
 

@@ -165,7 +165,7 @@ def mine_hard_negatives(queries: Mapping[str, str], qrels: Mapping[str, Mapping[
                     [float(s) for _, s in picked] if with_scores else None))
             bar.update(len(batch))
     report.groups_written = len(groups)
-    log.info("%s", report.summary())
+    log.debug("%s", report.summary())  # callers print the report (workflows.prepare_hard_negatives)
     return groups, report
 
 

@@ -76,11 +76,9 @@ def check_model(model_cfg: ModelConfig) -> None:
     """
     from lexray.paths import resolve_local
 
-    if model_cfg.random_init is not None:
+    if model_cfg.require_source().random_init is not None:
         return
-    name = str(model_cfg.name_or_path or "")
-    if not name:
-        raise FileNotFoundError("model.name_or_path is empty")
+    name = str(model_cfg.name_or_path)
     local = resolve_local(name)
     looks_local = name.startswith(("/", ".", "~", "shared:")) or os.sep in name.strip("/").split("/", 1)[-1] \
         or Path(name).expanduser().exists()

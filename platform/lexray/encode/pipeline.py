@@ -49,12 +49,10 @@ from lexray.encode.identity import (
     check_model,
     diff_identity,
     encode_identity,
-    model_content_hash,
     normalise_model_cfg,
 )
 from lexray.encode.plan import (
     Payload,
-    auto_rows_per_shard,
     count_corpus_rows,
     iter_payloads,
     plan_shards,
@@ -78,10 +76,7 @@ from lexray.encode.shards import (
 
 log = logging.getLogger(__name__)
 
-__all__ = ["encode_corpus", "encode_payloads",
-           # re-exported for callers outside encode/ until they move (homes: lexray.encode.plan, .identity, .actor)
-           "plan_shards", "model_content_hash", "check_model", "normalise_model_cfg", "ShardEncoder", "STAGES",
-           "auto_rows_per_shard", "count_corpus_rows"]
+__all__ = ["encode_corpus", "encode_payloads"]
 
 
 @dataclass

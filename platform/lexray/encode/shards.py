@@ -360,17 +360,3 @@ def read_fingerprint(path: str | os.PathLike) -> str:
     """
     meta = pq.read_schema(path).metadata or {}
     return meta.get(_META_FP, b"").decode()
-
-
-_MOVED_TO_READER = frozenset({"ShardStoreError", "ShardSet", "ShardBatch", "resolve_shards", "verify_files",
-                              "iter_shard_batches", "read_shard", "iter_shards", "iter_live_rows"})
-
-
-def __getattr__(name: str):
-    """Re-exported for callers outside encode/ until they move: the reader's names, imported lazily because
-    :mod:`lexray.encode.reader` imports this module."""
-    if name in _MOVED_TO_READER:
-        from lexray.encode import reader
-
-        return getattr(reader, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

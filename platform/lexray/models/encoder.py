@@ -298,7 +298,11 @@ def load_encoder(cfg) -> SparseEncoder:
     """Build a :class:`SparseEncoder` from a :class:`lexray.config.ModelConfig` (pretrained or random init),
     applying its settings overrides, the MLM-head rescale ``W <- W / mlm_head_rescale`` and then APC
     (``cfg.apc``, :func:`lexray.vocab.apc.apply_apc`: ``b <- b - c``, c given or solved for a target activation
-    rate on probe documents)."""
+    rate on probe documents).
+
+    Raises:
+        lexray.config.ConfigError: ``cfg`` names no model (neither ``name_or_path`` nor ``random_init``)."""
+    cfg.require_source()
     overrides = dict(query_max_length=cfg.query_max_length, doc_max_length=cfg.doc_max_length,
                      query_prefix=cfg.query_prefix, doc_prefix=cfg.doc_prefix,
                      inference_free_queries=cfg.inference_free_queries, query_top_k=cfg.query_top_k,

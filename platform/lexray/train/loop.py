@@ -12,8 +12,6 @@ collapse are also sent through ``ray.train.report`` (each report can wait for th
 (:mod:`lexray.train.checkpoint`) every ``checkpoint_every`` steps and at every phase end. Re-running with the same
 name resumes from the latest checkpoint.
 
-``DualEncoder``, ``objective``, ``train_step`` (:mod:`lexray.train.splade`) and ``RayReporter``,
-``LocalReporter``, ``worker_device`` (:mod:`lexray.train.runner`) are importable from here too.
 """
 
 from __future__ import annotations
@@ -38,12 +36,11 @@ from lexray.train.runner import (
     run_phase,
     worker_device,
 )
-from lexray.train.splade import DualEncoder, SparsePhase, objective, train_step
+from lexray.train.splade import SparsePhase
 from lexray.train.strategies import rank
 
-__all__ = ["DualEncoder", "LocalReporter", "RayReporter", "TrainResult", "build_trainer", "objective",
-           "run_phases", "run_training", "torch_trainer", "train_func", "train_local", "train_result",
-           "train_step", "training_run_dir", "worker_device"]
+__all__ = ["TrainResult", "build_trainer", "run_phases", "run_training", "torch_trainer", "train_func",
+           "train_local", "train_result", "training_run_dir"]
 
 
 def run_phases(cfg: LexrayConfig, run_dir: Path, reporter, fault_injection: dict | None = None,

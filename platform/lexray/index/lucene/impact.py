@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from lexray.encode.shards import iter_shard_batches, resolve_shards
+from lexray.encode.reader import iter_shard_batches, resolve_shards
 from lexray.index.lucene.anserini import (
     LuceneIndexStats,
     Run,
