@@ -66,9 +66,11 @@ def test_worker_log_stream_filter(monkeypatch, quiet):
 
 @pytest.fixture
 def deepspeed_records():
-    """The records the ``DeepSpeed`` logger lets through; its filters are restored afterwards."""
+    """The records the ``DeepSpeed`` logger lets through, starting without filters (an earlier test in the same
+    process may have quieted it); its filters are restored afterwards."""
     ds = logging.getLogger("DeepSpeed")
     filters = list(ds.filters)
+    ds.filters[:] = []
     seen: list[str] = []
 
     class Collect(logging.Handler):
