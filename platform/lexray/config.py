@@ -123,6 +123,9 @@ class ModelConfig(_Section):
     dtype: Literal["float32", "bfloat16", "float16"] = "float32"
     trust_remote_code: bool = False
     chunk_size: int | None = Field(None, ge=1, description="sequences per (chunk, L, |V|) logits block")
+    head_impl: Literal["auto", "fused", "unfused"] | None = Field(
+        None, description="head execution (lexray.models.settings.EncoderSettings.head_impl); None keeps the "
+        "model's own (auto: fused on CPU, unfused on GPU)")
     output_vocab: str | None = Field(
         None, description="BEIR folder: restrict the output vocabulary to the token ids that occur in its corpus "
         "(documents tokenized as for encoding, at doc_max_length); None = the full |V| "

@@ -193,3 +193,27 @@ def test_unverified_head_runs_body_once_then_the_head_per_chunk(splade, monkeypa
     finally:
         splade.settings.chunk_size = 16
         splade.settings.output_ids = None
+
+
+@pytest.mark.parametrize("restricted", [False, True])
+def test_unfused_head_equals_fused_in_weights_and_gradients(splade_tiny_dir, restricted):
+    """head_impl "unfused" (one matmul per chunk, the accelerator default) and "fused" (the CPU default) give the
+    same weights and the same gradients, with and without a restricted output vocabulary; "auto" is fused on
+    CPU."""
+    texts = [RHINO, "short text", "a somewhat longer document about wings and aerodynamics " * 3]
+    out = {}
+    for impl in ("fused", "unfused"):
+        enc = SparseEncoder.from_pretrained(splade_tiny_dir, doc_max_length=32, head_impl=impl, chunk_size=2)
+        if restricted:
+            enc.settings.output_ids = sorted({1996, 2003, 4937, 8013, 25269, 3147})
+        enc.train()
+        torch.manual_seed(0)  # the same dropout masks in the body
+        w = enc(**enc.tokenize(texts))
+        (w * torch.linspace(0.5, 2.0, w.shape[1])).sum().backward()
+        head = enc.backbone.get_output_embeddings()
+        out[impl] = (w.detach(), head.weight.grad.clone(), head.bias.grad.clone(),
+                     enc.backbone.bert.encoder.layer[0].attention.self.query.weight.grad.clone())
+    for a, b in zip(out["fused"], out["unfused"], strict=True):
+        assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
+    assert out["fused"][0].dtype == out["unfused"][0].dtype == torch.float32
+    assert SparseEncoder.from_pretrained(splade_tiny_dir).settings.head_impl == "auto"

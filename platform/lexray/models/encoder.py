@@ -166,13 +166,13 @@ class SparseEncoder(nn.Module):
         if self._split is not None:
             body, head = self._split
             hidden = body(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-            if proj is not None:  # fused, vocabulary-blocked head (never builds (B, L, |V|)); see fused_head.py
+            if proj is not None:  # a verified head: fused (CPU) or unfused (accelerators), see _pool_projection
                 if ids is None:
-                    return fused_splade_max_pool(proj, hidden, pool_mask)
+                    return self._pool_projection(proj, hidden, pool_mask, chunk, grad)
                 # only the collection's terms (settings.output_ids), scattered back into |V| columns
                 sub = VocabProjection(proj.transform, proj.weight.index_select(0, ids),
                                       None if proj.bias is None else proj.bias.index_select(0, ids))
-                w = fused_splade_max_pool(sub, hidden, pool_mask)
+                w = self._pool_projection(sub, hidden, pool_mask, chunk, grad)
                 return w.new_zeros(w.shape[0], self.vocab_size).index_copy(1, ids, w)
             outs = []
             for s in range(0, hidden.shape[0], chunk):
@@ -188,6 +188,28 @@ class SparseEncoder(nn.Module):
                                    attention_mask=attention_mask[s:s + chunk]).logits
             outs.append(splade_max_pool(logits, pool_mask[s:s + chunk], inplace=True))
             del logits
+        return torch.cat(outs, 0)
+
+    def _pool_projection(self, proj: VocabProjection, hidden: torch.Tensor, pool_mask: torch.Tensor, chunk: int,
+                         grad: bool) -> torch.Tensor:
+        """SPLADE-max weights (B, |V'|) float32 from hidden states through a verified head ``proj``.
+
+        Why two executions: the fused, vocabulary-blocked head (:mod:`lexray.models.fused_head`) is what makes CPU
+        encoding fast (it never writes (B, L, |V|) logits), but it runs a Python loop over sequences and vocabulary
+        blocks; on an H100 that loop made splade-tiny encoding 1.9x slower and a training step of an 8-layer
+        SmolLM2-width decoder 3.2x (float32) to 5x (bf16) slower than one matmul per chunk of sequences
+        (docs/models.md, "Head execution"). ``settings.head_impl``: "auto" picks fused on CPU, unfused elsewhere.
+        """
+        impl = self.settings.head_impl
+        if impl == "fused" or (impl == "auto" and hidden.device.type == "cpu"):
+            return fused_splade_max_pool(proj, hidden, pool_mask)
+        outs = []
+        for s in range(0, hidden.shape[0], chunk):
+            h, m = hidden[s:s + chunk], pool_mask[s:s + chunk]
+            if grad and (h.requires_grad or proj.weight.requires_grad):
+                outs.append(checkpoint(_projection_pool, proj, h, m, use_reentrant=False))
+            else:
+                outs.append(_projection_pool(proj, h, m))
         return torch.cat(outs, 0)
 
     def _output_index(self, device: torch.device) -> torch.Tensor | None:
@@ -294,6 +316,12 @@ def _head_pool(head, hidden: torch.Tensor, pool_mask: torch.Tensor) -> torch.Ten
     return splade_max_pool(head(hidden), pool_mask, inplace=True)
 
 
+def _projection_pool(proj: VocabProjection, hidden: torch.Tensor, pool_mask: torch.Tensor) -> torch.Tensor:
+    """Unfused SPLADE-max through a head split: (B, L, |V'|) logits in one matmul, then the one pooling; float32."""
+    logits = torch.nn.functional.linear(proj.transform(hidden), proj.weight, proj.bias)
+    return splade_max_pool(logits, pool_mask, inplace=True).float()
+
+
 def load_encoder(cfg) -> SparseEncoder:
     """Build a :class:`SparseEncoder` from a :class:`lexray.config.ModelConfig` (pretrained or random init),
     applying its settings overrides, the MLM-head rescale ``W <- W / mlm_head_rescale`` and then APC
@@ -306,7 +334,7 @@ def load_encoder(cfg) -> SparseEncoder:
     overrides = dict(query_max_length=cfg.query_max_length, doc_max_length=cfg.doc_max_length,
                      query_prefix=cfg.query_prefix, doc_prefix=cfg.doc_prefix,
                      inference_free_queries=cfg.inference_free_queries, query_top_k=cfg.query_top_k,
-                     doc_top_k=cfg.doc_top_k, chunk_size=cfg.chunk_size)
+                     doc_top_k=cfg.doc_top_k, chunk_size=cfg.chunk_size, head_impl=cfg.head_impl)
     if cfg.query_idf_path:
         import json
 

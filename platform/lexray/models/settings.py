@@ -36,6 +36,10 @@ class EncoderSettings(BaseModel):
     query_top_k: int | None = None
     doc_top_k: int | None = None
     chunk_size: int = Field(16, ge=1, description="sequences per (chunk, L, |V|) logits block")
+    head_impl: Literal["auto", "fused", "unfused"] = Field(
+        "auto", description="how a verified head is executed: 'fused' (vocabulary-blocked, no (B, L, |V|) logits: "
+        "lexray.models.fused_head), 'unfused' (one matmul per chunk of chunk_size sequences), 'auto' = fused on "
+        "CPU, unfused on accelerators (docs/models.md, 'Head execution'). Same weights within float round-off")
     output_ids: list[int] | None = Field(
         None, description="sorted token ids the head scores (a collection's vocabulary); every other term's "
         "weight is 0. None = all |V|")
