@@ -19,7 +19,8 @@ from typing import Any
 from lexray.config import EncodeConfig, ModelConfig
 from lexray.fsio import file_sha256
 
-__all__ = ["model_content_hash", "check_model", "normalise_model_cfg", "encode_identity", "diff_identity"]
+__all__ = ["model_content_hash", "check_model", "normalise_model_cfg", "encode_identity", "diff_identity",
+           "model_config_identity", "EXECUTION_KEYS"]
 
 _MODEL_FILE_SUFFIXES = (".safetensors", ".bin", ".json", ".txt", ".model", ".tiktoken")
 
@@ -115,6 +116,17 @@ def normalise_model_cfg(model_cfg_or_path: ModelConfig | str | os.PathLike) -> M
     return cfg
 
 
+EXECUTION_KEYS = frozenset({"name_or_path", "chunk_size", "head_impl"})
+"""ModelConfig keys left out of a fingerprint: where the model is (its files are hashed instead) and how the head
+executes (chunk_size, head_impl: equal within float round-off, tests/models/test_encoder.py), so a folder made
+before either knob keeps its fingerprint."""
+
+
+def model_config_identity(model_cfg: ModelConfig) -> dict[str, Any]:
+    """The part of a ModelConfig that changes a document's vector (the one definition for encode and store)."""
+    return model_cfg.model_dump(mode="json", exclude=set(EXECUTION_KEYS))
+
+
 def encode_identity(model_cfg: ModelConfig, cfg: EncodeConfig, corpus: Path, on_error: str,
                     max_docs: int | None) -> dict[str, Any]:
     """The identity of a corpus encoding run, what its fingerprint hashes (manifest ``identity``).
@@ -125,7 +137,7 @@ def encode_identity(model_cfg: ModelConfig, cfg: EncodeConfig, corpus: Path, on_
     identity = {
         "format_version": 1,
         "model_hash": model_content_hash(model_cfg),
-        "model_config": model_cfg.model_dump(mode="json", exclude={"name_or_path", "chunk_size"}),
+        "model_config": model_config_identity(model_cfg),
         "doc_top_k": cfg.doc_top_k, "threshold": cfg.threshold, "rows_per_shard": cfg.rows_per_shard,
         "corpus_sha256": file_sha256(corpus), "on_error": on_error, "max_docs": max_docs,
     }

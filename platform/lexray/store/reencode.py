@@ -109,10 +109,9 @@ def _fsync_dir(path: Path) -> None:
 
 def model_fingerprint(cfg: LexrayConfig) -> tuple[str, dict]:
     """Fingerprint of what makes a document's vector: model files and config, top-k, threshold, batching."""
-    from lexray.encode.identity import model_content_hash
+    from lexray.encode.identity import model_config_identity, model_content_hash
 
-    identity = {"model_hash": model_content_hash(cfg.model),
-                "model_config": cfg.model.model_dump(mode="json", exclude={"name_or_path", "chunk_size"}),
+    identity = {"model_hash": model_content_hash(cfg.model), "model_config": model_config_identity(cfg.model),
                 "doc_top_k": cfg.encode.doc_top_k, "threshold": cfg.encode.threshold,
                 "batching": cfg.encode.batching}
     return fingerprint(identity), identity
