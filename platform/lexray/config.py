@@ -335,6 +335,9 @@ class EvalConfig(_Section):
     backend: Literal["exact", "lucene", "both", "seismic"] = "exact"
     seismic: SeismicConfig = Field(default_factory=SeismicConfig)
     metrics: list[str] = Field(default_factory=lambda: ["nDCG@10", "MRR@10", "R@100", "R@1000"])
+    dense_ann: Literal["none", "faiss"] = Field("none", description="dense models (model.dense): also search with "
+                                                "faiss HNSW (faiss-cpu) and report its recall@10 against the exact "
+                                                "top-10; its metrics become the headline")
 
 
 class VTAdaptConfig(_Section):
