@@ -85,8 +85,8 @@ class DenseEncoder(nn.Module):
 
         self.backbone, self.tokenizer, self.settings = backbone, tokenizer, settings
         split = body_and_head(backbone, "mlm") if _has_mlm_head(backbone) else None
-        self.body = split[0] if split is not None else backbone
-        self.mlm_head = split[1] if split is not None else None
+        # a plain tuple, not submodules: the body's parameters are the backbone's (one name each in state_dict)
+        self._split = (split[0], split[1]) if split is not None else (backbone, None)
         self.bridge: LexSemBridge | None = None
         if settings.bridge != "none":
             if settings.bridge == "clr" and self.mlm_head is None:
@@ -104,6 +104,16 @@ class DenseEncoder(nn.Module):
         self.train(backbone.training)
 
     # ------------------------------------------------------------------ properties
+    @property
+    def body(self) -> nn.Module:
+        """The transformer body (hidden states)."""
+        return self._split[0]
+
+    @property
+    def mlm_head(self):
+        """hidden (…, d_h) → logits (…, |V|), or None without an MLM head."""
+        return self._split[1]
+
     @property
     def hidden_size(self) -> int:
         return int(self.backbone.config.hidden_size)
