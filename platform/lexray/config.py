@@ -10,6 +10,8 @@ Seeds: each seed is named for what it draws — ``train.seed`` (training: initia
 negatives), ``data.mining_seed`` (BM25 hard-negative mining), ``tune.dev_seed`` (the dev split), ``vt.seed``
 (Vocabulary Transfer's random rows), ``model.random_init.seed`` (a random backbone). The former top-level ``seed``
 only ever seeded mining; it is still read, as ``data.mining_seed``, with a warning.
+
+Size: the one schema of every job's knobs (over 500 lines since the dense track's ``model.dense`` section).
 """
 
 from __future__ import annotations
