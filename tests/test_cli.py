@@ -55,6 +55,7 @@ def test_every_job_file_is_the_same_wrapper_of_a_command(path):
 USER_ERRORS = {
     "train-laconic": (["--set", "train.no_such_key=1"], 1, "train.no_such_key: unknown key"),
     "train-splade": (["--config", "/no/such/recipe.yaml"], 1, "/no/such/recipe.yaml: recipe not found"),
+    "train-dense": (["--set", "model.dense.bridge=xlr"], 1, "model.dense.bridge"),
     "evaluate": (["--dataset", "/no/such/beir", "--out", "{tmp}/eval"], 1, "dataset folder not found"),
     "encode": (["--dataset", "/no/such/beir", "--out", "{tmp}/shards"], 1, "dataset folder not found"),
     "index": (["--shards", "/no/such/shards", "--out", "{tmp}/index"], 1, "--shards /no/such/shards: no such folder"),

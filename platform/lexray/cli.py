@@ -40,6 +40,9 @@ COMMANDS: tuple[Command, ...] = (
     Command("train-splade", "lexray.commands.train:train_splade", "train_splade.py",
             "fine-tune an MLM SPLADE encoder (InfoNCE or MarginMSE + FLOPS), then evaluate zero-shot vs "
             "fine-tuned"),
+    Command("train-dense", "lexray.commands.train_dense:main", "train_dense.py",
+            "fine-tune a dense bi-encoder with a LexSemBridge (--bridge none|slr|llr|clr; cosine InfoNCE), then "
+            "evaluate zero-shot vs fine-tuned"),
     Command("evaluate", "lexray.commands.evaluate:main", "evaluate.py",
             "encode, index, search and score a model (or BM25) on one or more BEIR collections -> metrics "
             "table, metrics.json, per-query metrics"),

@@ -10,6 +10,8 @@ Seeds: each seed is named for what it draws — ``train.seed`` (training: initia
 negatives), ``data.mining_seed`` (BM25 hard-negative mining), ``tune.dev_seed`` (the dev split), ``vt.seed``
 (Vocabulary Transfer's random rows), ``model.random_init.seed`` (a random backbone). The former top-level ``seed``
 only ever seeded mining; it is still read, as ``data.mining_seed``, with a warning.
+
+Size: the one schema of every job's knobs (over 500 lines since the dense track's ``model.dense`` section).
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from lexray.recipes import (
     set_dotted,
 )
 
-__all__ = ["ConfigError", "LexrayConfig", "ModelConfig", "add_config_args", "apply_overrides", "load_config",
+__all__ = ["ConfigError", "DenseConfig", "LexrayConfig", "ModelConfig", "add_config_args", "apply_overrides", "load_config",
            "parse_overrides", "read_yaml", "save_config"]
 
 log = logging.getLogger(__name__)
@@ -91,6 +93,38 @@ class ApcConfig(_Section):
         return self.shift is not None or self.target_rate is not None
 
 
+class DenseConfig(_Section):
+    """A dense bi-encoder and its LexSemBridge (``lexray.models.dense``, ``lexray.models.bridge``; LexSemBridge,
+    arXiv:2508.17858, ../shared/papers/lexsembridge.txt §3.4-3.5). Setting ``model.dense`` makes every command
+    that loads ``model`` load a dense encoder (Parquet dense shards, exact / faiss search, ``train-dense``).
+
+    None = what the model folder's ``lexray_dense.json`` (or sentence-transformers pooling files) says, else the
+    default in brackets. docs/lexsembridge.md has the paper-vs-code options."""
+
+    pooling: Literal["mean", "cls"] | None = Field(None, description="[mean] over attention-mask positions, or "
+                                                   "the first ([CLS]) position")
+    similarity: Literal["cosine", "dot"] | None = Field(None, description="[cosine] (vectors L2-normalised; the "
+                                                        "paper's Eq. 2) or the raw dot product")
+    bridge: Literal["none", "slr", "llr", "clr"] | None = Field(None, description="[none] lexical representation "
+                                                                "of the bridge: SLR (Eq. 5), LLR (Eq. 6), CLR "
+                                                                "(Eq. 7; needs an MLM head)")
+    bridge_side: Literal["query", "passage", "both"] | None = Field(None, description="[query] the side(s) the "
+                                                                    "bridge modulates (paper Table 5)")
+    lexical_only: bool | None = Field(None, description="[false] the bridge's q_lex alone, without the dense "
+                                      "vector (paper Table 6)")
+    llr_form: Literal["paper", "token_weight"] | None = Field(
+        None, description="[paper] Eq. 6: log(1+ReLU(h U + b)) over |V|, max-pooled over positions; "
+        "token_weight = the authors' code: one d->1 weight per input token scattered into |V|")
+    clr_form: Literal["paper", "logits"] | None = Field(
+        None, description="[paper] Eq. 7: log(1 + softmax(MLM-head(h_[CLS]))); logits = the authors' code: "
+        "log1p(ReLU(logits))")
+    bridge_init: Literal["default", "zero"] | None = Field(
+        None, description="[default] torch's Linear init of the alignment layer W; zero = W = 0, so q_lex starts "
+        "uniform (1/d) and a cosine model's ranking starts equal to the backbone's")
+    shard_dtype: Literal["float32", "float16"] = Field("float32", description="element type of the dense shards' "
+                                                       "embedding column")
+
+
 class ModelConfig(_Section):
     """The sparse encoder: backbone, pooling and the tokenization contract (see ``lexray.models``).
 
@@ -126,6 +160,8 @@ class ModelConfig(_Section):
     head_impl: Literal["auto", "fused", "unfused"] | None = Field(
         None, description="head execution (lexray.models.settings.EncoderSettings.head_impl); None keeps the "
         "model's own (auto: fused on CPU, unfused on GPU)")
+    dense: DenseConfig | None = Field(None, description="set: a dense bi-encoder (LexSemBridge track) instead "
+                                      "of the SPLADE encoder")
     output_vocab: str | None = Field(
         None, description="BEIR folder: restrict the output vocabulary to the token ids that occur in its corpus "
         "(documents tokenized as for encoding, at doc_max_length); None = the full |V| "
@@ -304,6 +340,9 @@ class EvalConfig(_Section):
     backend: Literal["exact", "lucene", "both", "seismic"] = "exact"
     seismic: SeismicConfig = Field(default_factory=SeismicConfig)
     metrics: list[str] = Field(default_factory=lambda: ["nDCG@10", "MRR@10", "R@100", "R@1000"])
+    dense_ann: Literal["none", "faiss"] = Field("none", description="dense models (model.dense): also search with "
+                                                "faiss HNSW (faiss-cpu) and report its recall@10 against the exact "
+                                                "top-10; its metrics become the headline")
 
 
 class VTAdaptConfig(_Section):

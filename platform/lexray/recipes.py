@@ -68,6 +68,8 @@ def set_dotted(d: dict, dotted: str, value: Any, source: str) -> None:
                 raise ConfigError(f"{source}: '{dotted}': '{k}' is not a valid list index") from None
             continue
         nxt = cur.setdefault(k, {})
+        if nxt is None:  # an optional section that is off (model.dense, model.random_init): --set turns it on
+            nxt = cur[k] = {}
         if not isinstance(nxt, dict | list):
             raise ConfigError(f"{source}: '{dotted}': '{k}' is not a section")
         cur = nxt

@@ -20,7 +20,7 @@ import logging
 from collections.abc import Collection
 from pathlib import Path
 
-from lexray.config import ApcConfig, LexrayConfig, save_config
+from lexray.config import ApcConfig, DenseConfig, LexrayConfig, save_config
 from lexray.paths import default_output_dir
 
 log = logging.getLogger(__name__)
@@ -72,7 +72,9 @@ def trained_model_config(cfg: LexrayConfig, model_dir: Path) -> LexrayConfig:
         "apc": ApcConfig(),
         # settings travel in the checkpoint; do not re-apply recipe overrides on top of them
         "query_max_length": None, "doc_max_length": None, "query_prefix": None, "doc_prefix": None,
-        "inference_free_queries": None, "chunk_size": cfg.model.chunk_size})
+        "inference_free_queries": None, "chunk_size": cfg.model.chunk_size,
+        # a dense model's pooling, similarity and bridge travel in its lexray_dense.json likewise
+        "dense": DenseConfig(shard_dtype=cfg.model.dense.shard_dtype) if cfg.model.dense is not None else None})
     return cfg.model_copy(update={"model": model})
 
 
@@ -90,7 +92,7 @@ def train_and_evaluate(cfg: LexrayConfig, evaluate: bool = True, zero_shot: bool
     Raises:
         ConfigError: ``cfg.model`` names no model (``model.name_or_path``).
     """
-    from lexray.eval.pipeline import evaluate_sparse
+    from lexray.eval.pipeline import evaluate_dense, evaluate_sparse
     from lexray.eval.report import write_markdown
     from lexray.train.loop import run_training
 
@@ -100,21 +102,24 @@ def train_and_evaluate(cfg: LexrayConfig, evaluate: bool = True, zero_shot: bool
     cfg = cfg.model_copy(update={"out_dir": str(out)})
     save_config(cfg, out)
     rows = []
+    evaluate_model = evaluate_dense if cfg.model.dense is not None else evaluate_sparse
     if zero_shot:
-        rows.append(evaluate_sparse(cfg, out / "eval" / "zero-shot",
+        rows.append(evaluate_model(cfg, out / "eval" / "zero-shot",
                                     retriever_name=f"{_model_label(cfg)} (zero-shot)"))
     cfg = prepare_hard_negatives(cfg, out)
     save_config(cfg, out)
     result = run_training(cfg, storage_path=cfg.train.storage_path or out / "train")
     print(f"trained model: {result.model_dir}")
-    if result.model_dir is not None:
+    card = result.model_dir is not None and cfg.model.dense is None  # model cards: sparse encoders only
+    if card:
         _card(cfg, result.model_dir)
     if evaluate and result.model_dir is not None:
         ecfg = trained_model_config(cfg, result.model_dir)
-        rows.append(evaluate_sparse(ecfg, out / "eval" / "trained", retriever_name=f"{cfg.name} (trained)"))
-        from lexray.models.card import update_model_card
+        rows.append(evaluate_model(ecfg, out / "eval" / "trained", retriever_name=f"{cfg.name} (trained)"))
+        if card:
+            from lexray.models.card import update_model_card
 
-        update_model_card(result.model_dir, metrics=[rows[-1]])
+            update_model_card(result.model_dir, metrics=[rows[-1]])
     if rows:
         import json
 

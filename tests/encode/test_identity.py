@@ -27,4 +27,4 @@ def test_fingerprinted_model_config_leaves_out_where_and_how_the_head_runs():
     base = model_config_identity(ModelConfig(name_or_path="a"))
     assert model_config_identity(ModelConfig(name_or_path="b", chunk_size=4, head_impl="unfused")) == base
     assert model_config_identity(ModelConfig(name_or_path="a", doc_max_length=128)) != base
-    assert not {"name_or_path", "chunk_size", "head_impl"} & set(base)
+    assert not {"name_or_path", "chunk_size", "head_impl", "dense"} & set(base)

@@ -8,6 +8,9 @@ eq. 1, after SPLADE v2 arXiv:2109.10086), a vectorised dense → sparse conversi
 Parquet shard written atomically (:func:`lexray.encode.shards.write_shard`). It returns a one-row summary (counts,
 per-stage seconds) that the driver records in the manifest.
 
+With ``model.dense`` set (the LexSemBridge track) the actor runs :class:`lexray.models.dense.DenseEncoder` instead
+and writes a dense shard (:func:`lexray.encode.shards.dense_shard_table`); everything around it is the same.
+
 Why a module of its own: it is the only part of encoding that runs a model, and the only part Ray ships to the
 actors; the driver-side planning and bookkeeping stay in :mod:`lexray.encode.pipeline`.
 """
@@ -26,7 +29,14 @@ import numpy as np
 import pyarrow as pa
 
 from lexray.config import EncodeConfig, ModelConfig
-from lexray.encode.shards import file_sha256, shard_metadata, shard_name, shard_table, write_shard
+from lexray.encode.shards import (
+    dense_shard_table,
+    file_sha256,
+    shard_metadata,
+    shard_name,
+    shard_table,
+    write_shard,
+)
 
 __all__ = ["ShardEncoder", "STAGES", "encoder_kwargs"]
 
@@ -76,17 +86,24 @@ class ShardEncoder:
         from lexray.models import load_encoder
         from lexray.models.backbones import body_and_head
 
-        self.encoder = load_encoder(ModelConfig.model_validate(model_cfg)).eval().to(device)
+        mcfg = ModelConfig.model_validate(model_cfg)
+        self.dense = mcfg.dense  # the LexSemBridge track: dense vectors, the same shards/manifest/resume
+        if self.dense is not None:
+            from lexray.models.dense import load_dense_encoder
+
+            self.encoder = load_dense_encoder(mcfg).eval().to(device)
+        else:
+            self.encoder = load_encoder(mcfg).eval().to(device)
         self.device = device
         self.out_dir = Path(out_dir)
         self.fp = fp
         self.batch_size = batch_size
-        self.top_k = top_k if top_k is not None else self.encoder.settings.doc_top_k
+        self.top_k = top_k if top_k is not None else getattr(self.encoder.settings, "doc_top_k", None)
         self.threshold = threshold
         self.sort_by_length = sort_by_length or exact_length_batches
         self.exact_length_batches = exact_length_batches
         self._body_seconds = 0.0
-        split = body_and_head(self.encoder.backbone, self.encoder.settings.kind)
+        split = body_and_head(self.encoder.backbone, self.encoder.settings.kind) if self.dense is None else None
         if split is not None:  # time the transformer body separately from the vocabulary head (forward hooks)
             body = split[0]
             body.register_forward_pre_hook(self._body_start)
@@ -166,9 +183,17 @@ class ShardEncoder:
         (with the sha256 of the written bytes)."""
         t0 = time.perf_counter()
         started_at = time.time()
-        offsets, ids, ws, st = self.encode_texts(texts)
-        t = time.perf_counter()
-        table = shard_table(doc_ids, offsets, ids, ws, metadata=shard_metadata(self.fp, index))
+        if self.dense is not None:
+            t = time.perf_counter()
+            vecs = self.encoder.encode(texts, "document", batch_size=self.batch_size).numpy()
+            st = {"body": time.perf_counter() - t}
+            t = time.perf_counter()
+            table = dense_shard_table(doc_ids, vecs, self.dense.shard_dtype, metadata=shard_metadata(self.fp, index))
+            ids = vecs.reshape(-1)  # "postings" of a dense shard: rows x d values
+        else:
+            offsets, ids, ws, st = self.encode_texts(texts)
+            t = time.perf_counter()
+            table = shard_table(doc_ids, offsets, ids, ws, metadata=shard_metadata(self.fp, index))
         file = file or shard_name(index)
         nbytes = write_shard(table, self.out_dir / file)
         sha = file_sha256(self.out_dir / file)
@@ -176,7 +201,8 @@ class ShardEncoder:
         row = {"shard": index, "rows": len(doc_ids), "postings": int(len(ids)), "bytes": int(nbytes),
                **{f"t_{s}": float(st.get(s, 0.0)) for s in STAGES}, "t_total": time.perf_counter() - t0,
                "t_init": self._t_init, "real_tokens": int(st.get("real_tokens", 0)),
-               "padded_tokens": int(st.get("padded_tokens", 0)), "vocab_size": int(self.encoder.vocab_size),
+               "padded_tokens": int(st.get("padded_tokens", 0)),
+               "vocab_size": int(self.encoder.dim if self.dense is not None else self.encoder.vocab_size),
                "settings_json": self.encoder.settings.model_dump_json(), "pid": os.getpid(), "file": file,
                "sha256": sha, "started_at": started_at, "ended_at": time.time()}
         self._t_init = 0.0  # count the model load once per actor

@@ -122,9 +122,18 @@ executes (chunk_size, head_impl: equal within float round-off, tests/models/test
 before either knob keeps its fingerprint."""
 
 
+OPTIONAL_SECTIONS = frozenset({"dense"})
+"""ModelConfig sections added after fingerprints existed: hashed only when set, so a sparse model's folder made
+before the section keeps its fingerprint."""
+
+
 def model_config_identity(model_cfg: ModelConfig) -> dict[str, Any]:
     """The part of a ModelConfig that changes a document's vector (the one definition for encode and store)."""
-    return model_cfg.model_dump(mode="json", exclude=set(EXECUTION_KEYS))
+    out = model_cfg.model_dump(mode="json", exclude=set(EXECUTION_KEYS))
+    for key in OPTIONAL_SECTIONS:
+        if out.get(key) is None:
+            out.pop(key, None)
+    return out
 
 
 def encode_identity(model_cfg: ModelConfig, cfg: EncodeConfig, corpus: Path, on_error: str,

@@ -264,3 +264,34 @@ def iter_shards(out_dir: str | os.PathLike | ShardSet, batch_size: int = 4096) -
     """
     for _, _, doc_ids, terms, weights in iter_shard_batches(out_dir, batch_size):
         yield ShardBatch(doc_ids, terms, weights)
+
+
+def read_dense(shards: str | os.PathLike | Sequence[str | os.PathLike] | ShardSet
+               ) -> tuple[list[str], np.ndarray]:
+    """All dense shards (:func:`lexray.encode.shards.dense_schema`) of a folder, verified like every other read
+    (:func:`resolve_shards`), as ``(doc_ids, vectors (N, d) float32)`` in document order.
+
+    Raises:
+        ShardStoreError: a file is not a dense shard, the files disagree in d, or verification fails (names the
+            file).
+    """
+    from lexray.encode.shards import dense_schema_problem
+
+    ss = resolve_shards(shards)
+    ids: list[str] = []
+    mats: list[np.ndarray] = []
+    for f in ss.files:
+        try:
+            t = pq.read_table(f)
+        except (pa.ArrowException, OSError) as e:
+            raise ShardStoreError(f"{f}: unreadable shard ({type(e).__name__}: {e})") from None
+        problem = dense_schema_problem(t.schema)
+        if problem:
+            raise ShardStoreError(f"{f}: not a dense shard: {problem}")
+        d = t.schema.field(1).type.list_size
+        if mats and mats[0].shape[1] != d:
+            raise ShardStoreError(f"{f}: embedding dimension {d}, the folder's other shards have {mats[0].shape[1]}")
+        emb = t.column("embedding").combine_chunks()
+        mats.append(emb.values.to_numpy(zero_copy_only=False).astype(np.float32).reshape(-1, d))
+        ids.extend(t.column("doc_id").to_pylist())
+    return ids, np.concatenate(mats) if mats else np.zeros((0, 0), np.float32)

@@ -21,6 +21,10 @@ full before trusting it (row count, schema, doc-id hash), which also catches fil
 Reading (the one shard reader, :func:`resolve_shards` and the iterators, which verify a folder against its
 manifest) is :mod:`lexray.encode.reader`.
 
+Dense shards (the LexSemBridge track, ``model.dense``) use the same layout, manifest, writes and checks with the
+schema ``doc_id: string, embedding: fixed_size_list<float32 | float16>[d]`` (:func:`dense_schema`); their
+"postings" count is rows × d.
+
 Schema (``docs/contracts.md``): ``doc_id: string, term_ids: list<int32>, weights: list<float32>``; term ids are
 sorted ascending within a row and ``weights`` is aligned with them. Each file's Arrow schema metadata carries
 ``lexray.fingerprint`` (the run identity, see :func:`fingerprint`) and ``lexray.shard`` (its index). The schema is
@@ -52,6 +56,9 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "SHARD_SCHEMA",
+    "dense_schema",
+    "dense_shard_table",
+    "is_dense_schema",
     "schema_problem",
     "file_sha256",
     "MANIFEST_FILE",
@@ -86,6 +93,33 @@ SHARD_SCHEMA = pa.schema([
 """Arrow schema of every shard: one row per document."""
 
 
+DENSE_DTYPES = {"float32": pa.float32(), "float16": pa.float16()}
+
+
+def dense_schema(dim: int, dtype: str = "float32") -> pa.Schema:
+    """Arrow schema of a dense shard (LexSemBridge track, :mod:`lexray.models.dense`): ``doc_id: string,
+    embedding: fixed_size_list<float32 | float16>[dim]``, one row per document."""
+    return pa.schema([pa.field("doc_id", pa.string(), nullable=False),
+                      pa.field("embedding", pa.list_(DENSE_DTYPES[dtype], dim), nullable=False)])
+
+
+def dense_schema_problem(schema: pa.Schema) -> str | None:
+    """What is wrong with a dense shard's schema (:func:`dense_schema`, any dimension), or None."""
+    if schema.names != ["doc_id", "embedding"]:
+        return f"columns {schema.names}, expected exactly ['doc_id', 'embedding'] in this order"
+    if schema.field(0).type != pa.string():
+        return f"column 'doc_id' has type {schema.field(0).type}, expected string"
+    typ = schema.field(1).type
+    if not pa.types.is_fixed_size_list(typ) or typ.value_type not in DENSE_DTYPES.values():
+        return f"column 'embedding' has type {typ}, expected fixed_size_list<float32 | float16>[d]"
+    return None
+
+
+def is_dense_schema(schema: pa.Schema) -> bool:
+    """Whether a shard file is a dense shard (it has an ``embedding`` column)."""
+    return "embedding" in schema.names
+
+
 def schema_problem(schema: pa.Schema) -> str | None:
     """What is wrong with a shard file's Arrow schema, or None if it is :data:`SHARD_SCHEMA`: the one schema check.
 
@@ -99,6 +133,8 @@ def schema_problem(schema: pa.Schema) -> str | None:
         None, or a message naming the column (``column 'term_ids' has type list<item: int64>, expected
         list<item: int32>``).
     """
+    if is_dense_schema(schema):
+        return dense_schema_problem(schema)
     names = schema.names
     for col in SHARD_SCHEMA:
         if col.name not in names:
@@ -267,6 +303,24 @@ def shard_table(doc_ids: Sequence[str], offsets: np.ndarray, term_ids: np.ndarra
     return pa.Table.from_arrays([pa.array(list(doc_ids), type=pa.string()), tid, wts], schema=schema)
 
 
+def dense_shard_table(doc_ids: Sequence[str], vectors: np.ndarray, dtype: str = "float32",
+                      metadata: dict[str, str] | None = None) -> pa.Table:
+    """A dense shard table: ``vectors`` (N, d) float → :func:`dense_schema` (cast to ``dtype``), plus metadata.
+
+    Raises:
+        ValueError: ``vectors`` is not (len(doc_ids), d).
+    """
+    vectors = np.asarray(vectors)
+    if vectors.ndim != 2 or vectors.shape[0] != len(doc_ids):
+        raise ValueError(f"vectors must be ({len(doc_ids)}, d), got {vectors.shape}")
+    schema = dense_schema(vectors.shape[1], dtype)
+    flat = pa.array(np.ascontiguousarray(vectors, dtype=np.dtype(dtype)).reshape(-1), type=DENSE_DTYPES[dtype])
+    emb = pa.FixedSizeListArray.from_arrays(flat, vectors.shape[1])
+    if metadata:
+        schema = schema.with_metadata({k.encode(): v.encode() for k, v in metadata.items()})
+    return pa.Table.from_arrays([pa.array(list(doc_ids), type=pa.string()), emb], schema=schema)
+
+
 ROW_GROUP_POSTINGS = 1 << 20
 """Target postings per Parquet row group. Readers (DuckDB, pyarrow) decode a row group at a time, so row groups
 are sized by postings, not rows: 4,096 documents of a dense early-training model (|V| = 30,522 non-zeros each)
@@ -275,6 +329,8 @@ would make a 125M-posting row group that no reader can hold in a bounded memory 
 
 def row_group_rows(table: pa.Table, max_rows: int = 4096) -> int:
     """Rows per row group so that one holds about :data:`ROW_GROUP_POSTINGS` postings (1..``max_rows``)."""
+    if is_dense_schema(table.schema):
+        return max_rows
     postings = pc.sum(pc.list_value_length(table.column("term_ids"))).as_py() if table.num_rows else 0
     if not postings:
         return max_rows
@@ -287,8 +343,8 @@ def write_shard(table: pa.Table, path: str | os.PathLike) -> int:
     Row groups hold about :data:`ROW_GROUP_POSTINGS` postings (at most 4,096 rows).
     Returns the file size in bytes. Raises ValueError if the table's schema is not :data:`SHARD_SCHEMA`.
     """
-    if not table.schema.equals(SHARD_SCHEMA, check_metadata=False):
-        raise ValueError(f"shard table schema must be {SHARD_SCHEMA}, got {table.schema}")
+    if schema_problem(table.schema) is not None:
+        raise ValueError(f"shard table schema must be {SHARD_SCHEMA} or a dense schema, got {table.schema}")
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex}")
     try:
@@ -340,6 +396,8 @@ def verify_shard(path: str | os.PathLike, info: ShardInfo, fp: str, sha256: str 
         return False, f"rows {t.num_rows} != {info.rows}", 0
     if ids_digest(t.column("doc_id").to_pylist()) != info.ids_sha1:
         return False, "doc ids differ from the planned slice", 0
+    if is_dense_schema(t.schema):  # values: rows x d
+        return True, "ok", t.num_rows * t.schema.field(1).type.list_size
     tid = t.column("term_ids").combine_chunks()
     wts = t.column("weights").combine_chunks()
     if not np.array_equal(tid.offsets.to_numpy(), wts.offsets.to_numpy()):

@@ -156,6 +156,62 @@ def evaluate_sparse(cfg: LexrayConfig, out_dir: str | Path, backend: Backend | N
                               n_queries=len(qrels), metrics=headline, efficiency=efficiency)
 
 
+def evaluate_dense(cfg: LexrayConfig, out_dir: str | Path, encoder=None, retriever_name: str | None = None
+                   ) -> dict:
+    """Evaluate a dense model (``cfg.model.dense`` set; LexSemBridge arXiv:2508.17858) on ``cfg.data``: corpus →
+    dense Parquet shards (the same Ray Data pipeline, manifest and resume as sparse shards) → exact blocked top-k
+    (:class:`lexray.index.dense.DenseExactSearcher`) and, with ``eval.dense_ann: faiss``, faiss HNSW (its recall@10
+    against the exact top-10 in ``efficiency``) → the same metrics and files as :func:`evaluate_sparse`.
+
+    Raises:
+        ConfigError: no model. BridgeConfigError: a bridge the model cannot run (names the key).
+    """
+    from lexray.encode.pipeline import encode_corpus
+    from lexray.encode.reader import read_dense
+    from lexray.eval.metrics import evaluate
+    from lexray.eval.report import write_metrics_json, write_per_query
+    from lexray.eval.runs import run_tag, write_trec_run
+    from lexray.index.dense import DenseExactSearcher, FaissSearcher, recall_at_k, run_from_topk
+    from lexray.models.dense import load_dense_encoder
+
+    cfg.model.require_source()
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    save_config(cfg, out)
+    dataset, queries, qrels = _queries_and_qrels(cfg)
+    enc = encoder if encoder is not None else load_dense_encoder(cfg.model)  # checked before encoding
+    manifest = encode_corpus(cfg.model, dataset, out / "shards", cfg.encode, on_error=cfg.data.on_error,
+                             max_docs=cfg.data.max_docs)
+    doc_ids, vectors = read_dense(out / "shards")
+    qids = [q for q in qrels if q in queries]
+    t0 = time.perf_counter()
+    qv = enc.encode([queries[q] for q in qids], "query", batch_size=cfg.eval.query_batch_size).numpy()
+    efficiency: dict = {"query_encode_qps": len(qids) / max(time.perf_counter() - t0, 1e-9),
+                        "dim": int(vectors.shape[1]), "index_bytes": _dir_bytes(out / "shards")}
+    efficiency.update(_encode_efficiency(manifest))
+    exact = DenseExactSearcher(vectors, doc_ids)
+    t0 = time.perf_counter()
+    scores, idx = exact.search(qv, cfg.eval.top_k)
+    efficiency["search_qps"] = len(qids) / max(time.perf_counter() - t0, 1e-9)
+    run = run_from_topk(qids, scores, idx, exact.doc_ids)
+    res = evaluate(run, qrels, cfg.eval.metrics, per_query=True)
+    write_per_query(out / f"per_query.{cfg.data.split}.jsonl", res["per_query"])
+    write_trec_run(run, out / f"run.{cfg.data.split}.trec", tag=run_tag(retriever_name or "lexray-dense"))
+    headline = res["mean"]
+    if cfg.eval.dense_ann == "faiss":
+        ann = FaissSearcher(vectors, doc_ids)
+        t0 = time.perf_counter()
+        a_scores, a_idx = ann.search(qv, cfg.eval.top_k)
+        efficiency["faiss_search_qps"] = len(qids) / max(time.perf_counter() - t0, 1e-9)
+        efficiency["faiss_recall@10"] = recall_at_k(idx, a_idx, 10)
+        efficiency["backends"] = {"exact": headline}
+        headline = evaluate(run_from_topk(qids, a_scores, a_idx, exact.doc_ids), qrels, cfg.eval.metrics)
+        efficiency["backends"]["faiss"] = headline
+    name = retriever_name or str(cfg.model.name_or_path or "random-init")
+    return write_metrics_json(out, dataset=_dataset_name(dataset), retriever=name, split=cfg.data.split,
+                              n_queries=len(qrels), metrics=headline, efficiency=efficiency)
+
+
 def _encode_and_index(cfg: LexrayConfig, dataset: Path, out: Path, index: Path) -> tuple:
     """Steps 1–2 of :func:`evaluate_sparse`: corpus → ``out/shards`` (Ray Data; resumes / reuses complete shards)
     → inverted index at ``index``. Returns ``(manifest, index stats, index build seconds)``."""

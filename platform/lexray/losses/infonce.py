@@ -87,7 +87,8 @@ def infonce_scores(q_reps: torch.Tensor, d_reps: torch.Tensor, num_negatives: in
 
 
 def infonce_loss(q_reps: torch.Tensor, d_reps: torch.Tensor, num_negatives: int = 0, temperature: float = 1.0,
-                 in_batch_negatives: bool = True, gather: bool = False) -> torch.Tensor:
+                 in_batch_negatives: bool = True, gather: bool = False,
+                 similarity: str = "dot") -> torch.Tensor:
     """InfoNCE loss, LACONIC eq. (2), averaged over queries.
 
     Args:
@@ -98,6 +99,8 @@ def infonce_loss(q_reps: torch.Tensor, d_reps: torch.Tensor, num_negatives: int 
         in_batch_negatives: also use every other document of the (global) batch as a negative.
         gather: compute on the global batch of all workers (see the module docstring; multiply by the world
             size before ``backward`` under gradient-averaging strategies).
+        similarity: ``"dot"`` (LACONIC's s(Q, D) = <Q, D>) or ``"cosine"`` (both sides L2-normalised first:
+            LexSemBridge arXiv:2508.17858 Eq. 4, with τ = 0.02 in its training).
 
     Returns:
         0-dim float32 tensor: mean over the (global) queries of ``-log softmax(scores/τ)[label]``.
@@ -109,5 +112,10 @@ def infonce_loss(q_reps: torch.Tensor, d_reps: torch.Tensor, num_negatives: int 
         raise ValueError(f"temperature must be > 0, got {temperature}")
     if gather:
         q_reps, d_reps = gather_with_grad(q_reps), gather_with_grad(d_reps)
-    scores, labels = infonce_scores(q_reps.float(), d_reps.float(), num_negatives, in_batch_negatives)
+    if similarity not in ("dot", "cosine"):
+        raise ValueError(f"similarity must be 'dot' or 'cosine', got {similarity!r}")
+    q_reps, d_reps = q_reps.float(), d_reps.float()
+    if similarity == "cosine":
+        q_reps, d_reps = F.normalize(q_reps, dim=-1), F.normalize(d_reps, dim=-1)
+    scores, labels = infonce_scores(q_reps, d_reps, num_negatives, in_batch_negatives)
     return F.cross_entropy(scores / temperature, labels)

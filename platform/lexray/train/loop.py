@@ -83,7 +83,13 @@ def _run_phase(cfg: LexrayConfig, state: TrainerState, run_dir: Path, reporter, 
         new = TrainerState(p + 1, 0, str(out), [*state.phase_dirs, str(out)])
         return new, {"phase": float(p), "phase_done": 1.0, "model_dir": str(out)}, out
 
-    return run_phase(lambda: SparsePhase(cfg, state, device, evaluator), state, reporter, sink, out_dir, end,
+    if cfg.model.dense is not None:  # LexSemBridge's dense bi-encoder (arXiv:2508.17858), same runner
+        from lexray.train.dense import DensePhase
+
+        phase_cls = DensePhase
+    else:
+        phase_cls = SparsePhase
+    return run_phase(lambda: phase_cls(cfg, state, device, evaluator), state, reporter, sink, out_dir, end,
                      log_every=cfg.train.log_every, checkpoint_every=cfg.train.checkpoint_every,
                      checkpoint_model=state.init_dir, fault_injection=fault_injection)
 

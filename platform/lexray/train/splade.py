@@ -121,9 +121,10 @@ def _to(inputs: dict[str, torch.Tensor], device: torch.device) -> dict[str, torc
 
 
 def train_step(strategy, batches: list[Batch], phase: PhaseConfig, lam_q: float, lam_d: float,
-               gather_negatives: bool, device: torch.device, autocast) -> dict[str, Any]:
+               gather_negatives: bool, device: torch.device, autocast, loss_fn=None) -> dict[str, Any]:
     """One optimizer step over this worker's K micro-batches (see the module docstring); returns the objective's
-    floats and statistics plus ``grad_norm``."""
+    floats and statistics plus ``grad_norm``. ``loss_fn(q_leaf, d_leaf) -> {"backward", ...}`` replaces
+    :func:`objective` (the dense objective of :mod:`lexray.train.dense` reuses this GradCache step)."""
     K = len(batches)
     inputs = [(_to(b.queries, device), _to(b.docs, device)) for b in batches]
     if K == 1:
@@ -140,7 +141,8 @@ def train_step(strategy, batches: list[Batch], phase: PhaseConfig, lam_q: float,
     q_leaf = torch.cat([r[0] for r in reps]).detach().float().requires_grad_(True)
     d_leaf = torch.cat([r[1] for r in reps]).detach().float().requires_grad_(True)
     teacher = torch.cat([b.teacher for b in batches]) if batches[0].teacher is not None else None
-    out = objective(q_leaf, d_leaf, teacher, phase, lam_q, lam_d, gather_negatives)
+    out = (loss_fn(q_leaf, d_leaf) if loss_fn is not None
+           else objective(q_leaf, d_leaf, teacher, phase, lam_q, lam_d, gather_negatives))
     out.pop("backward").backward()
     gq = q_leaf.grad.split([b.n_queries for b in batches])
     gd = d_leaf.grad.split([b.n_queries * (1 + b.num_negatives) for b in batches])
