@@ -179,7 +179,7 @@ def test_evaluate_two_collections_average_per_query_and_baseline(capsys, tmp_pat
                                                                  splade_tiny_dir):
     common = ["--model", str(splade_tiny_dir), "--dataset", str(scifact_dir), "--dataset", str(cranfield_dir),
               "--set", "data.on_error=skip", "--set", "data.max_docs=40", "--set", "encode.backend=local",
-              "--set", "eval.top_k=100"]
+              "--set", "eval.top_k=100", "--set", "eval.metrics=[nDCG@10,MRR@10,R@100]"]
     rc, out, err = _run(capsys, "evaluate", *common, "--out", str(tmp_path / "a"))
     assert rc == 0, err
     table = [line for line in out.splitlines() if line.startswith("| ")]

@@ -302,6 +302,19 @@ class EvalConfig(_Section):
     seismic: SeismicConfig = Field(default_factory=SeismicConfig)
     metrics: list[str] = Field(default_factory=lambda: ["nDCG@10", "MRR@10", "R@100", "R@1000"])
 
+    @model_validator(mode="after")
+    def _depth_covers_cut_offs(self) -> EvalConfig:
+        """A run of ``top_k`` documents cannot score a metric cut at a deeper rank (issue 24: ``eval.top_k=1``
+        reported R@100 = 0.889)."""
+        import re
+
+        cuts = [(m, int(k.group(1))) for m in self.metrics if (k := re.search(r"@(\d+)$", m.strip()))]
+        deeper = [m for m, k in cuts if k > self.top_k]
+        if deeper:
+            raise ValueError(f"eval.top_k={self.top_k} is below the cut-off of eval.metrics {', '.join(deeper)}: "
+                             f"set eval.top_k >= {max(k for _, k in cuts)} or drop those metrics")
+        return self
+
 
 class VTAdaptConfig(_Section):
     """VT adaptation (Vocabulary Transfer, arXiv:2607.00004 §4.2.3, §5.3): embedding-only MLM, every transformer
