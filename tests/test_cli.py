@@ -198,3 +198,23 @@ def test_evaluate_two_collections_average_per_query_and_baseline(capsys, tmp_pat
     assert rc == 0, err
     comp = json.loads((tmp_path / "b" / "comparison.json").read_text())["datasets"]["scifact"]["nDCG@10"]
     assert comp["wins"] == comp["losses"] == 0 and comp["ties"] == comp["n"] and comp["p_value"] == 1.0
+
+
+@pytest.mark.timeout(180)
+def test_encode_takes_the_break_stale_lock_flag_its_message_names(capsys, tmp_path, scifact_dir, splade_tiny_dir):
+    """Issue 24: the stale-lock message said --break-stale-lock, but `lexray encode` rejected the flag."""
+    import socket
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    out = tmp_path / "shards"
+    out.mkdir()
+    (out / ".lock").write_text(json.dumps({"pid": dead.pid, "host": socket.gethostname(), "started_at": "t",
+                                           "command": "killed"}))
+    base = ["encode", "--model", str(splade_tiny_dir), "--dataset", str(scifact_dir), "--out", str(out),
+            "--max-docs", "8", "--backend", "local", "--set", "model.doc_max_length=32"]
+    rc, _, err = _run(capsys, *base)
+    assert rc == 1 and "--break-stale-lock" in err
+    rc, _, err = _run(capsys, *base, "--break-stale-lock")
+    assert rc == 0, err
+    assert json.loads((out / "manifest.json").read_text())["status"] == "complete" and not (out / ".lock").exists()
