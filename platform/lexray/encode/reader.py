@@ -104,13 +104,15 @@ class ShardSet:
         return sum(len(v) for v in self.dead.values())
 
 
-def verify_files(entries: Sequence[tuple[Path, str | None, str | None]], where: str) -> None:
+def verify_files(entries: Sequence[tuple[Path, str | None, str | None]], where: str,
+                 advice: str = "re-run the encode into the same folder to redo it") -> None:
     """Check shard files against recorded ``(path, sha256, fingerprint)`` triples (the manifest or catalog).
 
     Raises:
         ShardStoreError: a file is missing, has no recorded checksum, its bytes differ from the checksum
             (damaged, truncated or replaced), or its schema metadata names another fingerprint (a folder mixed
-            from two runs). The message names the file and ``where`` (the manifest or catalog).
+            from two runs). The message names the file and ``where`` (the manifest or catalog), and for a
+            damaged file ``advice`` (what fixes it where the files live).
     """
     for path, sha, fp in entries:
         if not path.is_file():
@@ -121,8 +123,7 @@ def verify_files(entries: Sequence[tuple[Path, str | None, str | None]], where: 
         got = file_sha256(path)
         if got != sha:
             raise ShardStoreError(f"{path}: content checksum {got[:12]}… differs from {sha[:12]}… in {where} "
-                                  "(the file was changed, truncated or damaged after it was written); re-run "
-                                  "the encode into the same folder to redo it")
+                                  f"(the file was changed, truncated or damaged after it was written); {advice}")
         if fp is not None:
             try:
                 got_fp = read_fingerprint(path)
