@@ -61,6 +61,7 @@ USER_ERRORS = {
     "tune": (["--set", "tune.no_such_key=1", "--out", "{tmp}/tune"], 1, "tune.no_such_key: unknown key"),
     "reencode": (["--dataset", "/no/such/beir"], 2, "the following arguments are required: --store"),
     "migrate-vocab": (["--set", "vt.init=bogus"], 1, "vt.init: Input should be 'semantic'"),
+    "verify": (["--store", "/no/such/store"], 1, "--store /no/such/store: no such folder"),
     "vt-ablation": (["--rows", "native,no-such-row", "--dry-run"], 2, "unknown row(s) no-such-row; rows: native,"),
     "pyserini": (["os.path"], 1, "'os.path' is not a Pyserini module"),
 }

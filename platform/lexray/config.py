@@ -308,6 +308,8 @@ class EvalConfig(_Section):
         reported R@100 = 0.889)."""
         import re
 
+        if self.top_k < 1:
+            raise ValueError(f"eval.top_k must be >= 1, got {self.top_k}")
         cuts = [(m, int(k.group(1))) for m in self.metrics if (k := re.search(r"@(\d+)$", m.strip()))]
         deeper = [m for m, k in cuts if k > self.top_k]
         if deeper:
