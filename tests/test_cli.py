@@ -62,6 +62,7 @@ USER_ERRORS = {
     "tune": (["--set", "tune.no_such_key=1", "--out", "{tmp}/tune"], 1, "tune.no_such_key: unknown key"),
     "reencode": (["--dataset", "/no/such/beir"], 2, "the following arguments are required: --store"),
     "migrate-vocab": (["--set", "vt.init=bogus"], 1, "vt.init: Input should be 'semantic'"),
+    "verify": (["--store", "/no/such/store"], 1, "--store /no/such/store: no such folder"),
     "vt-ablation": (["--rows", "native,no-such-row", "--dry-run"], 2, "unknown row(s) no-such-row; rows: native,"),
     "pyserini": (["os.path"], 1, "'os.path' is not a Pyserini module"),
 }
@@ -180,7 +181,7 @@ def test_evaluate_two_collections_average_per_query_and_baseline(capsys, tmp_pat
                                                                  splade_tiny_dir):
     common = ["--model", str(splade_tiny_dir), "--dataset", str(scifact_dir), "--dataset", str(cranfield_dir),
               "--set", "data.on_error=skip", "--set", "data.max_docs=40", "--set", "encode.backend=local",
-              "--set", "eval.top_k=100"]
+              "--set", "eval.top_k=100", "--set", "eval.metrics=[nDCG@10,MRR@10,R@100]"]
     rc, out, err = _run(capsys, "evaluate", *common, "--out", str(tmp_path / "a"))
     assert rc == 0, err
     table = [line for line in out.splitlines() if line.startswith("| ")]
@@ -199,3 +200,23 @@ def test_evaluate_two_collections_average_per_query_and_baseline(capsys, tmp_pat
     assert rc == 0, err
     comp = json.loads((tmp_path / "b" / "comparison.json").read_text())["datasets"]["scifact"]["nDCG@10"]
     assert comp["wins"] == comp["losses"] == 0 and comp["ties"] == comp["n"] and comp["p_value"] == 1.0
+
+
+@pytest.mark.timeout(180)
+def test_encode_takes_the_break_stale_lock_flag_its_message_names(capsys, tmp_path, scifact_dir, splade_tiny_dir):
+    """Issue 24: the stale-lock message said --break-stale-lock, but `lexray encode` rejected the flag."""
+    import socket
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    out = tmp_path / "shards"
+    out.mkdir()
+    (out / ".lock").write_text(json.dumps({"pid": dead.pid, "host": socket.gethostname(), "started_at": "t",
+                                           "command": "killed"}))
+    base = ["encode", "--model", str(splade_tiny_dir), "--dataset", str(scifact_dir), "--out", str(out),
+            "--max-docs", "8", "--backend", "local", "--set", "model.doc_max_length=32"]
+    rc, _, err = _run(capsys, *base)
+    assert rc == 1 and "--break-stale-lock" in err
+    rc, _, err = _run(capsys, *base, "--break-stale-lock")
+    assert rc == 0, err
+    assert json.loads((out / "manifest.json").read_text())["status"] == "complete" and not (out / ".lock").exists()

@@ -84,3 +84,13 @@ def test_invalid_yaml_names_file(tmp_path):
     (tmp_path / "x.yaml").write_text("model: [unclosed\n")
     with pytest.raises(ConfigError, match="x.yaml"):
         load_config(tmp_path / "x.yaml")
+
+
+def test_eval_top_k_below_a_metric_cut_off_is_refused_naming_both_keys():
+    """Issue 24: ``--set eval.top_k=1`` reported R@100 = 0.889 (recall over a 1-document run cut at 100)."""
+    with pytest.raises(ConfigError, match=r"eval\.top_k.*1.*eval\.metrics.*R@100"):
+        load_config(None, ["eval.top_k=1"], require_model=False)
+    with pytest.raises(ConfigError, match=r"eval\.top_k.*R@1000"):
+        load_config(None, ["eval.top_k=999"], require_model=False)
+    cfg = load_config(None, ["eval.top_k=100", "eval.metrics=[nDCG@10,R@100]"], require_model=False)
+    assert cfg.eval.top_k == 100

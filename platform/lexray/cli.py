@@ -56,6 +56,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("reencode", "lexray.commands.reencode:main", "reencode.py",
             "incremental re-encoding of a collection into a versioned store: only new/changed documents, "
             "build, validate, atomic switch; --rollback"),
+    Command("verify", "lexray.commands.verify:main", "verify.py",
+            "check an index (--index) or a collection store (--store) against the checksums lexray recorded"),
     Command("migrate-vocab", "lexray.commands.migrate_vocab:main", "migrate_vocab.py",
             "migrate a model to another vocabulary (Vocabulary Transfer) -> an encoder the other commands take"),
     Command("vt-ablation", "lexray.commands.vt_ablation:main", "vt_ablation.py",

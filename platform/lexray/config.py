@@ -344,6 +344,21 @@ class EvalConfig(_Section):
                                                 "faiss HNSW (faiss-cpu) and report its recall@10 against the exact "
                                                 "top-10; its metrics become the headline")
 
+    @model_validator(mode="after")
+    def _depth_covers_cut_offs(self) -> EvalConfig:
+        """A run of ``top_k`` documents cannot score a metric cut at a deeper rank (issue 24: ``eval.top_k=1``
+        reported R@100 = 0.889)."""
+        import re
+
+        if self.top_k < 1:
+            raise ValueError(f"eval.top_k must be >= 1, got {self.top_k}")
+        cuts = [(m, int(k.group(1))) for m in self.metrics if (k := re.search(r"@(\d+)$", m.strip()))]
+        deeper = [m for m, k in cuts if k > self.top_k]
+        if deeper:
+            raise ValueError(f"eval.top_k={self.top_k} is below the cut-off of eval.metrics {', '.join(deeper)}: "
+                             f"set eval.top_k >= {max(k for _, k in cuts)} or drop those metrics")
+        return self
+
 
 class VTAdaptConfig(_Section):
     """VT adaptation (Vocabulary Transfer, arXiv:2607.00004 §4.2.3, §5.3): embedding-only MLM, every transformer

@@ -27,7 +27,8 @@ def file_sha256(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
-def publish_folder(dest: str | os.PathLike, fill: Callable[[Path], None], marker: str) -> Path:
+def publish_folder(dest: str | os.PathLike, fill: Callable[[Path], None], marker: str,
+                   replace_stale: bool = True) -> Path:
     """Build ``dest`` once: return it at once if ``dest/marker`` exists, else ``fill(tmp)`` and rename into place.
 
     Args:
@@ -35,6 +36,8 @@ def publish_folder(dest: str | os.PathLike, fill: Callable[[Path], None], marker
         fill: writes the folder's content into the temporary folder it is given; ``marker`` must be among it
             (write it last where completeness matters).
         marker: a file whose presence means ``dest`` is complete.
+        replace_stale: delete a ``dest`` without ``marker`` that blocks the rename (False: raise
+            FileExistsError instead, for callers whose ``dest`` may hold a user's files).
 
     Returns:
         ``dest``. A stale, incomplete ``dest`` (no marker: left by a crash outside this function) is replaced.
@@ -51,6 +54,8 @@ def publish_folder(dest: str | os.PathLike, fill: Callable[[Path], None], marker
             os.rename(tmp, dest)
         except OSError:
             if not (dest / marker).is_file():  # not a lost race: a stale, incomplete folder
+                if not replace_stale:
+                    raise FileExistsError(f"{dest} appeared while it was being built; not replaced") from None
                 shutil.rmtree(dest, ignore_errors=True)
                 os.rename(tmp, dest)
     finally:

@@ -9,7 +9,8 @@ Used by the encoder (``lexray.encode.pipeline.encode_corpus`` locks its output f
 A second writer gets :class:`LockHeldError` naming the holder. A lock whose process is dead (same host, pid gone)
 is *stale*: it is never taken over silently, because on shared storage another host's process cannot be checked;
 ``break_stale=True`` (``--break-stale-lock`` in the jobs) removes it when its holder is on this host and dead, and
-refuses otherwise. A lock of another host must be removed by hand after checking that host (docs/operations.md).
+refuses otherwise. The takeover is atomic: the stale lock is re-read and removed under an exclusive ``flock`` of
+the folder, so of several processes taking over the same stale lock exactly one gets it. A lock of another host must be removed by hand after checking that host (docs/operations.md).
 """
 
 from __future__ import annotations
@@ -90,7 +91,7 @@ class FolderLock:
                 who = (f"pid {holder.get('pid')} on host {holder.get('host')}, started {holder.get('started_at')}"
                        f" ({holder.get('command', '')})" if "pid" in holder else f"unreadable holder {holder}")
                 if alive is False and self.break_stale and attempt == 0:
-                    self.path.unlink(missing_ok=True)
+                    self._remove_if_still(holder)
                     continue
                 if alive is False:
                     raise LockHeldError(
@@ -106,6 +107,24 @@ class FolderLock:
             self.held = True
             return self
         raise LockHeldError(f"{self.path}: could not take the lock")  # pragma: no cover - raced twice
+
+    def _remove_if_still(self, stale: dict) -> None:
+        """Remove the lock file only if it still names ``stale``, under an exclusive ``flock`` of the folder.
+
+        Why: reading the stale holder, then unlinking, raced: two takers both read the dead holder, the first
+        unlinked it and created its own lock, the second then unlinked *that* one (two holders, 1 of 20 trials).
+        Every taker re-reads the lock under the folder's flock, so the second sees the first's live lock and
+        refuses; a plain ``O_EXCL`` create racing with the takeover still lets only one file exist.
+        """
+        import fcntl
+
+        fd = os.open(self.path.parent, os.O_RDONLY)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if read_lock(self.path) == stale:
+                self.path.unlink(missing_ok=True)
+        finally:
+            os.close(fd)  # closing releases the flock
 
     def release(self) -> None:
         """Remove the lock file if this process holds it (a lock taken over by another process is left alone)."""

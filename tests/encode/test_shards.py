@@ -236,3 +236,15 @@ def test_schema_problem_is_the_one_shard_schema_check():
     assert "expected exactly ['doc_id', 'term_ids', 'weights']" in schema_problem(extra)
     swapped = pa.schema([nullable.field(1), nullable.field(0), nullable.field(2)])
     assert "in this order" in schema_problem(swapped)
+
+
+def test_stray_shards_outside_the_plan_are_removed_only_with_a_warning_naming_them(tmp_path, caplog):
+    """Issue 24: encode deleted stray part-*.parquet files in --out without saying so."""
+    from lexray.encode.pipeline import _verify_existing
+
+    write_shard(_table(), tmp_path / shard_name(0))
+    write_shard(_table(index=7), tmp_path / shard_name(7))  # e.g. left by a run with smaller shards
+    with caplog.at_level("WARNING", logger="lexray.encode.pipeline"):
+        todo = _verify_existing(tmp_path, [_info()], None, "fp-a")
+    assert todo == [] and not (tmp_path / shard_name(7)).exists()
+    assert "removing 1 part-*.parquet" in caplog.text and shard_name(7) in caplog.text

@@ -248,3 +248,58 @@ def test_tombstoned_rows_are_left_out_and_the_rest_numbered_densely(tmp_path):
     assert ids == expected
     off, pdoc, pw, _ = read_postings(tmp_path / "index")
     assert off[-1] == len(pdoc) == st.n_postings and pdoc.max() == 56
+
+
+# ---- issue 24, defect 1: --out must never delete what lexray did not write
+@pytest.mark.parametrize("target", ["shards", "parent", "user_files"])
+def test_out_that_is_not_an_index_of_these_shards_is_refused_and_left_untouched(tmp_path, target):
+    """Before issue 24 ``build_index`` rmtree'd ``index_dir`` whatever it held (exit 0): the shard folder, its
+    parent, or a folder of user files were wiped."""
+    from lexray.index.build import IndexOutError
+
+    random_shards(tmp_path / "shards", n_docs=40, n_shards=2)
+    user = tmp_path / "mine"
+    user.mkdir()
+    (user / "notes.txt").write_text("precious")
+    out = {"shards": tmp_path / "shards", "parent": tmp_path, "user_files": user}[target]
+    before = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*"))
+    with pytest.raises(IndexOutError, match="not a lexray index"):
+        build_index(tmp_path / "shards", out, show_progress=False)
+    assert sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*")) == before
+
+
+def test_an_index_of_other_shards_or_with_user_files_is_refused(tmp_path):
+    from lexray.index.build import IndexOutError
+
+    random_shards(tmp_path / "a", n_docs=30, n_shards=1)
+    random_shards(tmp_path / "b", n_docs=30, n_shards=1, seed=2)
+    build_index(tmp_path / "a", tmp_path / "index", show_progress=False)
+    with pytest.raises(IndexOutError, match="index of other inputs"):
+        build_index(tmp_path / "b", tmp_path / "index", show_progress=False)
+    (tmp_path / "index" / "keep.txt").write_text("mine")
+    with pytest.raises(IndexOutError, match="keep.txt"):
+        build_index(tmp_path / "a", tmp_path / "index", show_progress=False)
+    assert (tmp_path / "index" / "keep.txt").read_text() == "mine"
+    (tmp_path / "index" / "keep.txt").unlink()
+    assert build_index(tmp_path / "a", tmp_path / "index", show_progress=False).n_docs == 30  # same inputs: rebuilt
+    (tmp_path / "empty").mkdir()
+    assert build_index(tmp_path / "a", tmp_path / "empty", show_progress=False).n_docs == 30  # an empty folder is fine
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a", "b", "empty", "index"]
+
+
+# ---- issue 24, defect 4: a folder without manifest.json mixed from two runs
+def test_folder_without_manifest_mixing_fingerprints_is_refused(tmp_path):
+    """Before issue 24 a manifest-less folder was indexed unverified with a warning, even when mixed."""
+    from lexray.encode.reader import ShardStoreError
+    from lexray.encode.shards import shard_metadata, shard_table
+    from lexray.encode.shards import write_shard as write_encoded
+
+    d = tmp_path / "shards"
+    d.mkdir()
+    for k, fp in enumerate(["fp-a", "fp-b"]):
+        t = shard_table([f"s{k}-d{i}" for i in range(5)], np.arange(6), np.arange(5, dtype=np.int32),
+                        np.ones(5, np.float32), metadata=shard_metadata(fp, k))
+        write_encoded(t, d / f"part-{k:05d}.parquet")
+    with pytest.raises(ShardStoreError, match=r"mixes shards of 2 runs.*part-00001\.parquet"):
+        build_index(d, tmp_path / "index", show_progress=False)
+    assert not (tmp_path / "index").exists()

@@ -245,3 +245,91 @@ def test_ray_data_path_gives_the_same_index_as_in_process(ray_session, corpus, s
     b = reencode(tmp_path / "local", config(ds, "local"), show_progress=False)
     assert a["encoded"] == b["encoded"] == 16 and a["validation"]["topk_equal"]
     assert _index_bytes(tmp_path / "ray") == _index_bytes(tmp_path / "local")
+
+
+def _flip(path: Path, where: float = 0.5) -> None:
+    raw = bytearray(path.read_bytes())
+    raw[int(len(raw) * where)] ^= 0x10
+    path.write_bytes(bytes(raw))
+
+
+@pytest.mark.timeout(300)
+def test_damage_is_found_quarantined_and_repaired_and_lexray_verify_reports_it(corpus, scifact_dir, tmp_path,
+                                                                                  searcher_queries, capsys):
+    """Issue 24: after one flipped shard byte an unchanged-corpus run said ``noop``, a run with an edit failed and
+    left a pending version that blocked the store for good; a flipped bit in an index file went unnoticed."""
+    from lexray import cli
+
+    ds = make_dataset(scifact_dir, tmp_path / "ds", corpus[:24])
+    store = tmp_path / "store"
+    reencode(store, config(ds), show_progress=False)
+    scratch = tmp_path / "scratch"
+    reencode(scratch, config(ds), show_progress=False)
+    ref = run_of(scratch, searcher_queries, k=20)
+    assert cli.main(["verify", "--store", str(store)]) == 0
+    shard = sorted((store / "shards").glob("*.parquet"))[1]
+    _flip(shard)
+    capsys.readouterr()
+    assert cli.main(["verify", "--store", str(store)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and shard.name in err and "content checksum" in err, err
+
+    fixed = reencode(store, config(ds), show_progress=False)  # the corpus is unchanged: not a no-op any more
+    assert not fixed["noop"] and fixed["repaired"]["quarantined"] == [shard.name]
+    assert fixed["encoded"] == 8 and fixed["version"] == 2
+    assert (store / "quarantine" / shard.name).is_file() and not shard.exists()
+    got = run_of(store, searcher_queries, k=20)
+    assert all(same_topk(got[q], ref[q]) for q in ref)
+    assert cli.main(["verify", "--store", str(store)]) == 0
+
+    weights = resolve_current(store) / "index" / "postings_weight.npy"
+    _flip(weights, 0.7)
+    assert cli.main(["verify", "--store", str(store)]) == 1
+    assert "postings_weight.npy" in capsys.readouterr().err
+    again = reencode(store, config(ds), show_progress=False)
+    assert not again["noop"] and any("postings_weight.npy" in p for p in again["repaired"]["index"])
+    assert again["version"] == 2 and cli.main(["verify", "--store", str(store)]) == 0
+    got = run_of(store, searcher_queries, k=20)
+    assert all(same_topk(got[q], ref[q]) for q in ref)
+    assert reencode(store, config(ds), show_progress=False)["noop"]
+
+
+@pytest.mark.timeout(300)
+def test_a_pending_version_reading_a_damaged_shard_is_rolled_back_and_redone(corpus, scifact_dir, tmp_path,
+                                                                            monkeypatch):
+    """Issue 24: every later run failed with 'committed by an interrupted run'; the pending version is now rolled
+    back (its damaged shard quarantined) and its changes re-encoded; the summary says what was recovered."""
+    import importlib
+
+    rs = importlib.import_module("lexray.store.reencode")
+
+    docs = corpus[:16]
+    ds = make_dataset(scifact_dir, tmp_path / "ds", docs)
+    store = tmp_path / "store"
+    reencode(store, config(ds), show_progress=False)
+    make_dataset(scifact_dir, ds, mutate(docs, 0, 2, 0, []))
+
+    def killed(*a, **k):
+        raise KeyboardInterrupt("killed after the commit")
+
+    monkeypatch.setattr(rs, "_publish", killed)
+    with pytest.raises(KeyboardInterrupt):
+        reencode(store, config(ds), show_progress=False)
+    monkeypatch.undo()
+    with Catalog(store, read_only=True) as cat:
+        assert [v["version"] for v in cat.versions("pending")] == [2]
+    new = next((store / "shards").glob("s000002-*.parquet"))
+    _flip(new)
+    out = reencode(store, config(ds), show_progress=False)
+    assert out["repaired"]["rolled_back"] == [2] and out["repaired"]["quarantined"] == [new.name]
+    assert (out["changed"], out["encoded"], out["version"]) == (2, 2, 3) and not out["noop"]
+    with Catalog(store, read_only=True) as cat:
+        assert cat.versions("pending") == [] and [v["version"] for v in cat.versions("published")] == [1, 3]
+    # a plain recovery (nothing damaged): the summary says what it recovered, not "noop"
+    make_dataset(scifact_dir, ds, mutate(docs, 0, 3, 0, []))
+    monkeypatch.setattr(rs, "_publish", killed)
+    with pytest.raises(KeyboardInterrupt):
+        reencode(store, config(ds), show_progress=False)
+    monkeypatch.undo()
+    rec = reencode(store, config(ds), show_progress=False)
+    assert rec["recovered"] == [4] and rec["version"] == 4 and rec["encoded"] == 0 and rec["noop"] is False

@@ -5,7 +5,8 @@ docs/indexing.md).
         --out outputs/scifact-shards [--config recipe.yaml] [--set encode.batch_size=64 ...]
 
 Re-running into the same --out keeps complete shards and encodes only missing or damaged ones; a folder made by a
-different model, settings or corpus is refused unless --overwrite. Writes manifest.json and config.resolved.yaml
+different model, settings or corpus is refused unless --overwrite. A lock left by a killed run is taken over
+with --break-stale-lock (its process on this host is dead). Writes manifest.json and config.resolved.yaml
 beside the shards and prints read/skipped counts and throughput.
 """
 
@@ -28,6 +29,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--on-error", choices=["fail", "skip"], help="bad corpus rows (data.on_error)")
     ap.add_argument("--backend", choices=["ray", "local"], help="encode.backend")
     ap.add_argument("--overwrite", action="store_true", help="replace shards of another model/settings")
+    ap.add_argument("--break-stale-lock", action="store_true",
+                    help="take over a lock left by a killed run (its pid on this host is dead)")
     add_config_args(ap)
     return ap
 
@@ -51,7 +54,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     report = ReadReport()
     manifest = encode_corpus(cfg.model, cfg.data.dataset, args.out, cfg.encode, on_error=cfg.data.on_error,
-                             max_docs=cfg.data.max_docs, report=report)
+                             max_docs=cfg.data.max_docs, report=report, break_stale_lock=args.break_stale_lock)
     save_config(cfg, args.out)
 
     t = manifest.totals

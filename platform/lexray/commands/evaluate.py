@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> dict:
         cfg_d = cfg.model_copy(update={"data": cfg.data.model_copy(update={"dataset": str(ds)})})
         rec = (evaluate_bm25(cfg_d, d_out) if args.retriever == "bm25"
                else evaluate_sparse(cfg_d, d_out, index_dir=store_index))
-        write_markdown(d_out / "metrics.md", rows_of(rec), efficiency=EFFICIENCY)
+        write_markdown(d_out / "metrics.md", rows_of(rec), metrics=list(cfg.eval.metrics), efficiency=EFFICIENCY)
         records.append(rec)
 
     rows = [r for rec in records for r in rows_of(rec)]

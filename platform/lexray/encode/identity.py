@@ -70,10 +70,12 @@ def model_content_hash(model_cfg: ModelConfig) -> str:
 
 def check_model(model_cfg: ModelConfig) -> None:
     """Fail fast, before anything is written, when the model cannot be loaded: a local path that does not exist
-    or holds no ``config.json``, or a hub id that is neither cached nor downloadable.
+    or holds no ``config.json``, a checkpoint without its LM/MLM head, or a hub id that is neither cached nor
+    downloadable.
 
     Raises:
         FileNotFoundError: the message names the path or id.
+        lexray.models.UnsupportedModelError: a local checkpoint without an LM/MLM head (names the folder).
     """
     from lexray.paths import resolve_local
 
@@ -89,6 +91,8 @@ def check_model(model_cfg: ModelConfig) -> None:
         folder = local.parent if local.is_file() else local
         if not (folder / "config.json").is_file() and not local.is_file():
             raise FileNotFoundError(f"model {name!r}: {folder} holds no config.json (not a model folder)")
+        if local.is_dir():
+            _check_head(local)
         return
     if looks_local:
         raise FileNotFoundError(f"model {name!r}: no such folder ({Path(name).expanduser().resolve()})")
@@ -99,6 +103,20 @@ def check_model(model_cfg: ModelConfig) -> None:
     except Exception as e:  # noqa: BLE001 - re-raised with the id
         raise FileNotFoundError(f"model {name!r}: not a local folder and not loadable from the hub cache "
                                 f"({type(e).__name__}: {str(e)[:200]})") from None
+
+
+def _check_head(folder: Path) -> None:
+    """The head check of the loader (:func:`lexray.models.backbones.require_head`) on the folder's config.json
+    (issue 24: a head-less model otherwise failed ~30 s later inside every encoder actor)."""
+    from transformers import PretrainedConfig
+
+    from lexray.models.backbones import require_head
+
+    try:
+        config = PretrainedConfig.from_json_file(str(folder / "config.json"))
+    except (OSError, ValueError):
+        return  # the loader reports an unreadable config with its own message
+    require_head(config, str(folder))
 
 
 def normalise_model_cfg(model_cfg_or_path: ModelConfig | str | os.PathLike) -> ModelConfig:

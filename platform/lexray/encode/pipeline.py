@@ -245,7 +245,7 @@ def _resume_state(run: _Run, overwrite: bool) -> tuple[dict[str, Any], str, Mani
 def _verify_existing(out: Path, plan: list[ShardInfo], old: Manifest | None, fp: str) -> list[int]:
     """Verify step: keep every planned shard on disk that verifies (:func:`lexray.encode.shards.verify_shard`),
     filling its ``postings``, ``bytes``, ``sha256`` and ``encode_seconds`` in ``plan``; delete ``part-*`` files
-    outside the plan. Returns the indexes of the shards still to encode."""
+    outside the plan, with a warning naming them (count and names). Returns the indexes of the shards still to encode."""
     old_by_index = {s.index: s for s in old.shards} if old is not None else {}
     todo: list[int] = []
     for s in plan:
@@ -261,9 +261,12 @@ def _verify_existing(out: Path, plan: list[ShardInfo], old: Manifest | None, fp:
                 log.warning("shard %s will be re-encoded: %s", s.file, why)
             todo.append(s.index)
     planned = {s.file for s in plan}
-    for p in out.glob("part-*.parquet"):
-        if p.name not in planned:
-            p.unlink()
+    stray = sorted(p for p in out.glob("part-*.parquet") if p.name not in planned)
+    if stray:  # this run's own shards (same fingerprint) outside its plan, e.g. of a longer corpus: said, then removed
+        log.warning("removing %d part-*.parquet file(s) in %s that this run's plan does not contain: %s",
+                    len(stray), out, ", ".join(p.name for p in stray[:20]) + (" …" if len(stray) > 20 else ""))
+    for p in stray:
+        p.unlink()
     return todo
 
 

@@ -5,7 +5,8 @@ Integrity (``docs/indexing.md``, "What readers check"): every shard's sha256 ove
 the manifest when it is written; :func:`resolve_shards` (the one way readers find shards: ``lexray.index.build``,
 ``lexray.index.lucene`` and ``lexray.store``) refuses a folder whose manifest is not ``complete``, lists a shard
 that is missing, or whose shard bytes or fingerprints differ from the manifest, naming the file. A folder without
-``manifest.json`` (shards written by another tool) is read unverified, with a warning.
+``manifest.json`` (shards written by another tool) is read without checksums, with a warning, and only when all
+its shards carry the same run fingerprint (a folder mixed from two runs is refused).
 
 Why a module of its own: reading is what the other layers (index, store) need from a shard folder; the format,
 the writer, the manifest and the resume check of the encoder stay in :mod:`lexray.encode.shards`.
@@ -103,13 +104,15 @@ class ShardSet:
         return sum(len(v) for v in self.dead.values())
 
 
-def verify_files(entries: Sequence[tuple[Path, str | None, str | None]], where: str) -> None:
+def verify_files(entries: Sequence[tuple[Path, str | None, str | None]], where: str,
+                 advice: str = "re-run the encode into the same folder to redo it") -> None:
     """Check shard files against recorded ``(path, sha256, fingerprint)`` triples (the manifest or catalog).
 
     Raises:
         ShardStoreError: a file is missing, has no recorded checksum, its bytes differ from the checksum
             (damaged, truncated or replaced), or its schema metadata names another fingerprint (a folder mixed
-            from two runs). The message names the file and ``where`` (the manifest or catalog).
+            from two runs). The message names the file and ``where`` (the manifest or catalog), and for a
+            damaged file ``advice`` (what fixes it where the files live).
     """
     for path, sha, fp in entries:
         if not path.is_file():
@@ -120,8 +123,7 @@ def verify_files(entries: Sequence[tuple[Path, str | None, str | None]], where: 
         got = file_sha256(path)
         if got != sha:
             raise ShardStoreError(f"{path}: content checksum {got[:12]}… differs from {sha[:12]}… in {where} "
-                                  "(the file was changed, truncated or damaged after it was written); re-run "
-                                  "the encode into the same folder to redo it")
+                                  f"(the file was changed, truncated or damaged after it was written); {advice}")
         if fp is not None:
             try:
                 got_fp = read_fingerprint(path)
@@ -140,7 +142,7 @@ def resolve_shards(shards: str | os.PathLike | Sequence[str | os.PathLike] | Sha
     A folder with ``manifest.json``: the manifest must be ``complete``, every listed shard present, its bytes
     equal to the recorded sha256 (``check_content``) and its fingerprint the manifest's; the listed files are
     returned in manifest order. A folder without a manifest (shards from another tool): every ``*.parquet`` in
-    name order, unverified (a warning is logged). A file or a list of files: used as given, unverified.
+    name order, unverified (a warning is logged), refused when its shards carry different fingerprints. A file or a list of files: used as given, unverified.
 
     Raises:
         FileNotFoundError: the folder or a file does not exist, or the folder holds no shard.
@@ -170,7 +172,8 @@ def resolve_shards(shards: str | os.PathLike | Sequence[str | os.PathLike] | Sha
         files = sorted(f for f in p.glob("*.parquet") if f.is_file())
         if not files:
             raise FileNotFoundError(f"no *.parquet shards in {p}")
-        log.warning("%s has no %s: reading %d shard files unverified (not written by lexray's encoder?)",
+        _refuse_mixed_runs(p, files)
+        log.warning("%s has no %s: reading %d shard files without checksums (their fingerprints agree)",
                     p, MANIFEST_FILE, len(files))
         return ShardSet(files, source=str(p))
     if man.status != "complete":
@@ -189,6 +192,27 @@ def resolve_shards(shards: str | os.PathLike | Sequence[str | os.PathLike] | Sha
     if extra:
         log.warning("%s: %d part-*.parquet files not in the manifest are ignored (e.g. %s)", p, len(extra), extra[0])
     return ShardSet(files, vocab_size=man.vocab_size, verified=check_content, source=where)
+
+
+def _refuse_mixed_runs(folder: Path, files: list[Path]) -> None:
+    """A folder without a manifest is read only when all its shards carry the same run fingerprint (schema
+    metadata, :func:`lexray.encode.shards.read_fingerprint`; none at all counts as one fingerprint, ``""``).
+
+    Raises:
+        ShardStoreError: two or more fingerprints (a folder mixed from several runs), naming a file of each; an
+            unreadable file.
+    """
+    by_fp: dict[str, list[Path]] = {}
+    for f in files:
+        try:
+            by_fp.setdefault(read_fingerprint(f), []).append(f)
+        except (pa.ArrowException, OSError) as e:
+            raise ShardStoreError(f"{f}: unreadable shard ({type(e).__name__}: {e})") from None
+    if len(by_fp) > 1:
+        groups = "; ".join(f"{fp[:12] or 'no fingerprint'}: {len(fs)} files (e.g. {fs[0].name})"
+                           for fp, fs in sorted(by_fp.items(), key=lambda kv: kv[1][0]))
+        raise ShardStoreError(f"{folder} has no {MANIFEST_FILE} and mixes shards of {len(by_fp)} runs ({groups}); "
+                              "refusing to read it: re-encode into an empty folder")
 
 
 _SHARD_COLUMNS = ("doc_id", "term_ids", "weights")

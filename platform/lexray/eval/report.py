@@ -68,15 +68,18 @@ def _fmt(v) -> str:
     return str(v)
 
 
-def markdown_table(rows: Mapping | Sequence[Mapping], metrics: Sequence[str] = DEFAULT_METRICS,
+def markdown_table(rows: Mapping | Sequence[Mapping], metrics: Sequence[str] | None = None,
                    efficiency: Sequence[str] = ()) -> str:
     """A Markdown table with one row per record (e.g. zero-shot vs fine-tuned).
 
     Columns: Retriever, Dataset, Split, Queries, the ``metrics`` (4 decimals; "–" if a record lacks one) and
-    the requested ``efficiency`` keys.
+    the requested ``efficiency`` keys. ``metrics`` None: the metrics the records carry (``eval.metrics`` of the
+    run, in their order), or the defaults when none does.
     """
     if isinstance(rows, Mapping):
         rows = [rows]
+    if metrics is None:
+        metrics = list(dict.fromkeys(m for r in rows for m in r.get("metrics", {}))) or list(DEFAULT_METRICS)
     head = ["Retriever", "Dataset", "Split", "Queries", *metrics, *efficiency]
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] * 4 + ["---:"] * (len(head) - 4)) + "|"]
     for r in rows:

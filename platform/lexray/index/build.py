@@ -50,9 +50,12 @@ import numpy as np
 from lexray.config import IndexConfig
 from lexray.encode.reader import ShardSet, ShardStoreError, resolve_shards
 from lexray.encode.shards import schema_problem
+from lexray.fsio import publish_folder
 from lexray.index.quantization import quantize
+from lexray.index.verify import INDEX_FILES, index_checksums
 
-__all__ = ["IndexBuildError", "IndexStats", "build_index", "list_shards", "load_stats", "FORMAT_VERSION"]
+__all__ = ["IndexBuildError", "IndexOutError", "IndexStats", "build_index", "list_shards", "load_stats",
+           "FORMAT_VERSION"]
 
 FORMAT_VERSION = 1
 STATS_FILE = "stats.json"
@@ -60,6 +63,10 @@ STATS_FILE = "stats.json"
 
 class IndexBuildError(ValueError):
     """Bad shard content; the message names the shard file, the row (0-based) and the field."""
+
+
+class IndexOutError(FileExistsError):
+    """``index_dir`` holds something other than a lexray index of the same shards; nothing was touched."""
 
 
 @dataclass
@@ -84,6 +91,7 @@ class IndexStats:
     empty_docs: int  # documents with no postings (kept in doc_ids, never retrieved)
     format_version: int = FORMAT_VERSION
     settings: dict = field(default_factory=dict)
+    files_sha256: dict = field(default_factory=dict)  # {file: sha256} of the data files (lexray.index.verify)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -146,7 +154,9 @@ def build_index(shards_dir: str | os.PathLike | ShardSet, index_dir: str | os.Pa
 
     Args:
         shards_dir: folder of Parquet sparse shards, or a :class:`ShardSet` (see module docstring).
-        index_dir: output folder; written to a sibling temporary folder first, then renamed.
+        index_dir: output folder; written to a sibling temporary folder first, then renamed
+            (:func:`lexray.fsio.publish_folder`). It must not exist, be empty, or be a lexray index of the same
+            shards (replaced: moved aside, then deleted once the new one is in place); anything else is refused.
         cfg: ``quant_bits`` (1..16), DuckDB ``memory_limit``, ``threads``, ``temp_directory`` (spill; default a
             folder inside the temporary output).
         vocab_size: |V|; default ``manifest.json``'s ``vocab_size``, else max term id + 1.
@@ -163,6 +173,7 @@ def build_index(shards_dir: str | os.PathLike | ShardSet, index_dir: str | os.Pa
         ShardStoreError: the folder's manifest is not complete, a listed shard is missing, or a shard's bytes
             or fingerprint differ from the manifest; an unreadable (e.g. truncated) shard. Names the file.
         FileNotFoundError: no shards.
+        IndexOutError: ``index_dir`` is not empty and not a lexray index of the same shards (nothing touched).
     """
     cfg = cfg or IndexConfig()
     if not 1 <= cfg.quant_bits <= 16:
@@ -170,27 +181,76 @@ def build_index(shards_dir: str | os.PathLike | ShardSet, index_dir: str | os.Pa
     t_start = time.perf_counter()
     sset = resolve_shards(shards_dir)
     index_dir = Path(index_dir)
-    index_dir.parent.mkdir(parents=True, exist_ok=True)
-    work = index_dir.parent / f".{index_dir.name}.tmp-{uuid.uuid4().hex[:8]}"
-    work.mkdir()
-    try:
+    replaced = _check_out(index_dir, sset)
+    stats: list[IndexStats] = []
+
+    def fill(work: Path) -> None:
         import duckdb
 
         try:
-            stats = _build(sset, work, cfg, vocab_size, show_progress, batch_rows, t_start)
+            stats.append(_build(sset, work, cfg, vocab_size, show_progress, batch_rows, t_start))
         except duckdb.Error:
             _name_unreadable(sset.files)  # a damaged shard: name it (DuckDB's message may not)
             raise
-        spill = work / "duckdb_tmp"
-        if spill.exists():
-            shutil.rmtree(spill, ignore_errors=True)
-        if index_dir.exists():
-            shutil.rmtree(index_dir)
-        os.replace(work, index_dir)
+        shutil.rmtree(work / "duckdb_tmp", ignore_errors=True)
+
+    # publish beside the target and rename: the old index is moved aside (never deleted before the new one is
+    # in place), and only a folder _check_out recognised as lexray's own index is ever deleted
+    aside = index_dir.parent / f".{index_dir.name}.old-{uuid.uuid4().hex[:8]}" if replaced else None
+    if aside is not None:
+        os.rename(index_dir, aside)
+    try:
+        publish_folder(index_dir, fill, STATS_FILE, replace_stale=False)
     except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
+        if aside is not None and not index_dir.exists():
+            os.rename(aside, index_dir)
         raise
-    return stats
+    if aside is not None:
+        shutil.rmtree(aside, ignore_errors=True)
+    return stats[0]
+
+
+# what a folder may hold to be replaced by a rebuild: the index and the config file lexray index writes beside it
+_OWN_FILES = frozenset((*INDEX_FILES, STATS_FILE, "index-config.resolved.yaml"))
+
+
+def _source_key(source: str) -> str:
+    """A shard source comparable across working directories (a path is resolved; a store's label stays)."""
+    return os.path.realpath(source) if source and os.path.exists(source) else source
+
+
+def _check_out(index_dir: Path, sset: ShardSet) -> bool:
+    """May ``index_dir`` be written? True: it is a lexray index of the same shards (to be replaced); False: it
+    does not exist or is empty.
+
+    Raises:
+        IndexOutError: it is a file, a non-empty folder that is not a lexray index (the shard folder, a parent
+            folder, user files), an index of other shards, or an index folder that also holds other files.
+    """
+    if not index_dir.exists():
+        return False
+    if not index_dir.is_dir():
+        raise IndexOutError(f"--out {index_dir} is a file, not a folder; refusing to replace it")
+    names = {p.name for p in index_dir.iterdir()}
+    if not names:
+        return False
+    try:
+        old = json.loads((index_dir / STATS_FILE).read_text())
+        old_source = old["settings"]["shards_dir"] if "format_version" in old else None
+    except (OSError, ValueError, KeyError, TypeError):
+        old_source = None
+    if old_source is None:
+        raise IndexOutError(f"--out {index_dir} is not empty and not a lexray index ({len(names)} entries, e.g. "
+                            f"{sorted(names)[0]!r}); refusing to write into it: choose a new or empty folder")
+    foreign = sorted(names - _OWN_FILES)
+    if foreign:
+        raise IndexOutError(f"--out {index_dir} is a lexray index but also holds other files ({', '.join(foreign[:5])}"
+                            f"{' …' if len(foreign) > 5 else ''}); refusing to replace it: move them or choose "
+                            "another folder")
+    if _source_key(old_source) != _source_key(sset.source):
+        raise IndexOutError(f"--out {index_dir} is an index of other inputs (built from {old_source}, now "
+                            f"{sset.source}); refusing to replace it: choose another folder or delete it by hand")
+    return True
 
 
 def _name_unreadable(files: list[Path]) -> None:
@@ -420,6 +480,7 @@ def _write_stats(out: Path, sset: ShardSet, cfg: IndexConfig, checked: _Checked,
         zero_weight_postings_dropped=int(checked.n_zero), n_shards=len(sset.files), empty_docs=checked.empty_docs,
         settings={"memory_limit": cfg.memory_limit, "threads": cfg.threads, "temp_directory": cfg.temp_directory,
                   "shards_dir": sset.source, "tombstones": sset.n_dead, "vocab_size_source": vocab_source})
+    stats.files_sha256 = index_checksums(out)
     stats.index_bytes = index_bytes + len(json.dumps(stats.to_dict(), indent=2))
     (out / STATS_FILE).write_text(json.dumps(stats.to_dict(), indent=2) + "\n")
     return stats

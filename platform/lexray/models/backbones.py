@@ -122,7 +122,7 @@ def load_backbone(name_or_path: str, kind: Literal["auto", "mlm", "decoder"] = "
     local = resolve_model_dir(name_or_path)
     src = str(local) if local is not None else name_or_path
     config = AutoConfig.from_pretrained(src, trust_remote_code=trust_remote_code)
-    _require_head(config, src)
+    require_head(config, src)
     detected = detect_kind(config)
     if kind != "auto" and kind != detected:
         raise UnsupportedModelError(f"{src}: asked for a '{kind}' backbone but the checkpoint is "
@@ -152,7 +152,15 @@ def load_backbone(name_or_path: str, kind: Literal["auto", "mlm", "decoder"] = "
     return model, tokenizer, detected
 
 
-def _require_head(config, src: str) -> None:
+def require_head(config, src: str) -> None:
+    """Refuse a checkpoint whose architectures have no LM/MLM head (a bare ``BertModel`` / ``LlamaModel``).
+
+    Also called before any encoding by :func:`lexray.encode.identity.check_model` (encode, reencode), so the
+    refusal is one line at start rather than an ``ActorDiedError`` inside every encoder actor (issue 24).
+
+    Raises:
+        UnsupportedModelError: naming ``src`` and its architectures.
+    """
     archs = config.architectures or []
     if archs and not any(a.endswith(("ForMaskedLM", "ForCausalLM")) for a in archs):
         raise UnsupportedModelError(

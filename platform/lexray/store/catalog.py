@@ -11,7 +11,8 @@ Tables (docs/indexing.md, "Collection stores")::
     tombstones(version, shard, row, doc_id)
         rows of the shards a version reads that are dead in it (the document was deleted or re-encoded)
     versions(version, parent, status, created_at, model_fp, docs, added, changed, deleted, encoded)
-        ``pending`` (committed, index not yet published) or ``published``
+        ``pending`` (committed, index not yet published), ``published``, or ``rolled_back`` (a pending version
+        that read a damaged shard, dropped by lexray.store.integrity; kept so its number is not reused)
 
 Every change of a run is one DuckDB transaction, so a kill leaves the catalog either before or after it.
 """
@@ -48,6 +49,7 @@ class CorpusDiff:
     deleted: int
     todo_ids: frozenset[str] | None  # doc ids to encode; None: all (no base version, or a new model)
     drop_sql: str | None  # SELECT of the base's doc ids not carried over (Catalog.commit_version); None: carry none
+    forced: int = 0  # unchanged documents re-encoded because their shard was damaged (lexray.store.integrity)
 
 
 class Catalog:
@@ -112,10 +114,12 @@ class Catalog:
     def live_count(self, version: int) -> int:
         return int(self.rows("SELECT count(*) FROM entries WHERE version = ?", [version])[0][0])
 
-    def diff(self, base: int | None, same_model: bool, n_docs: int) -> CorpusDiff:
+    def diff(self, base: int | None, same_model: bool, n_docs: int, forced: frozenset[str] = frozenset()
+             ) -> CorpusDiff:
         """Diff the corpus, registered as the view ``corpus_scan`` (doc_id, content_sha256; ``n_docs`` rows),
         against the entries of version ``base``. With no base or another model (``same_model`` false) every
-        document is to encode: the base's documents present in the corpus count as changed, the rest deleted."""
+        document is to encode: the base's documents present in the corpus count as changed, the rest deleted.
+        ``forced``: doc ids of ``base`` to re-encode although unchanged (their shard was damaged)."""
         if base is None or not same_model:
             n_base = self.live_count(base) if base is not None else 0
             added = n_docs if base is None else int(self.rows(
@@ -129,13 +133,20 @@ class Catalog:
                                 "e.version = ? WHERE e.content_sha256 <> c.content_sha256", [base])[0][0])
         deleted = int(self.rows("SELECT count(*) FROM entries e ANTI JOIN corpus_scan c ON e.doc_id = c.doc_id "
                                 "WHERE e.version = ?", [base])[0][0])
+        self.con.execute("CREATE OR REPLACE TEMP TABLE forced_ids (doc_id VARCHAR)")
+        if forced:
+            self.con.executemany("INSERT INTO forced_ids VALUES (?)", [[d] for d in sorted(forced)])
         todo_ids = frozenset(r[0] for r in self.rows(
             "SELECT c.doc_id FROM corpus_scan c LEFT JOIN (SELECT doc_id, content_sha256 FROM entries WHERE "
-            "version = ?) e ON e.doc_id = c.doc_id WHERE e.doc_id IS NULL OR e.content_sha256 <> c.content_sha256",
-            [base]))
+            "version = ?) e ON e.doc_id = c.doc_id WHERE e.doc_id IS NULL OR e.content_sha256 <> c.content_sha256 "
+            "OR c.doc_id IN (SELECT doc_id FROM forced_ids)", [base]))
+        n_forced = int(self.rows("SELECT count(*) FROM corpus_scan c JOIN entries e ON e.doc_id = c.doc_id AND "
+                                 "e.version = ? AND e.content_sha256 = c.content_sha256 "
+                                 "WHERE c.doc_id IN (SELECT doc_id FROM forced_ids)", [base])[0][0])
         drop_sql = ("SELECT e2.doc_id FROM entries e2 LEFT JOIN corpus_scan c2 ON c2.doc_id = e2.doc_id "
-                    f"WHERE e2.version = {int(base)} AND (c2.doc_id IS NULL OR c2.content_sha256 <> e2.content_sha256)")
-        return CorpusDiff(added, changed, deleted, todo_ids, drop_sql)
+                    f"WHERE e2.version = {int(base)} AND (c2.doc_id IS NULL OR c2.content_sha256 <> e2.content_sha256 "
+                    "OR e2.doc_id IN (SELECT doc_id FROM forced_ids))")
+        return CorpusDiff(added, changed, deleted, todo_ids, drop_sql, n_forced)
 
     # ------------------------------------------------------------------ writes (one transaction each)
     def commit_version(self, version: int, parent: int | None, model_fp: str, counts: dict, new_shards: list[dict],
@@ -181,6 +192,13 @@ class Catalog:
         except BaseException:
             con.execute("ROLLBACK")
             raise
+
+    def mark_rolled_back(self, row: dict) -> None:
+        """Record a dropped version as ``rolled_back`` (no entries): its number is never reused, since shards
+        named after it may sit in ``quarantine/`` (lexray.store.integrity)."""
+        self.con.execute("INSERT INTO versions VALUES (?, ?, 'rolled_back', ?, ?, 0, ?, ?, ?, 0)",
+                         [row["version"], row["parent"], row["created_at"], row["model_fp"], row["added"],
+                          row["changed"], row["deleted"]])
 
     def set_status(self, version: int, status: str) -> None:
         self.con.execute("UPDATE versions SET status = ? WHERE version = ?", [status, version])

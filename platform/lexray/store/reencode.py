@@ -55,6 +55,7 @@ from lexray.encode.shards import fingerprint
 from lexray.fsio import file_sha256
 from lexray.locks import FolderLock
 from lexray.store.catalog import Catalog
+from lexray.store.integrity import repair_current_index, repair_shards
 
 log = logging.getLogger(__name__)
 
@@ -182,8 +183,10 @@ def reencode(store: str | os.PathLike, cfg: LexrayConfig, break_stale_lock: bool
     Returns:
         the run summary: ``added``, ``changed``, ``deleted``, ``encoded`` (documents), ``version`` (the one
         ``current`` points to now), ``seconds``, plus ``previous``, ``docs``, ``noop``, ``validation``,
-        ``recovered`` (versions a killed run had committed and this run published), ``timings`` and
-        ``read_report``.
+        ``recovered`` (versions a killed run had committed and this run published), ``repaired`` (damaged
+        shards quarantined, pending versions rolled back, damaged index files rebuilt; lexray.store.integrity),
+        ``reencoded_damaged`` (documents re-encoded because their shard was damaged), ``timings`` and
+        ``read_report``. ``noop`` is true only when nothing was encoded, recovered or repaired.
 
     Raises:
         lexray.locks.LockHeldError: another run holds the store (names pid, host, start time).
@@ -207,21 +210,28 @@ def reencode(store: str | os.PathLike, cfg: LexrayConfig, break_stale_lock: bool
         with Catalog(store) as cat:
             _recover(store, cat)
             timings: dict[str, float] = {}
+            repaired, forced = repair_shards(store, cat, timings)  # damaged shards: quarantine, roll back
             recovered = []
             for v in cat.versions("pending"):  # committed by a killed run: finish it
                 log.warning("finishing version %d, committed by an interrupted run", v["version"])
                 _publish(store, cat, v["version"], cfg, timings)
                 recovered.append(v["version"])
-            summary = _run(store, cat, cfg, dataset, corpus, timings, show_progress)
+            if not forced:  # a damaged index of current: rebuilt in place from its (just verified) shards
+                repair_current_index(store, timings, repaired,
+                                     lambda v: _publish(store, cat, v, cfg, timings, replace=True))
+            summary = _run(store, cat, cfg, dataset, corpus, timings, show_progress, forced)
             summary["recovered"] = recovered
+            summary["repaired"] = repaired
+            summary["noop"] = summary["noop"] and not recovered and not repaired
             summary["seconds"] = round(time.perf_counter() - t0, 3)
             summary["timings"] = {k: round(v, 3) for k, v in timings.items()}
             return summary
 
 
 def _run(store: Path, cat: Catalog, cfg: LexrayConfig, dataset: Path, corpus: Path, timings: dict,
-         show_progress: bool) -> dict:
-    """Diff the corpus against ``current``, encode the changes, commit the new version and publish it."""
+         show_progress: bool, forced: frozenset[str] = frozenset()) -> dict:
+    """Diff the corpus against ``current``, encode the changes (and the ``forced`` documents: those of a
+    quarantined shard), commit the new version and publish it."""
     from lexray.data.beir import ReadReport
 
     t = time.perf_counter()
@@ -235,11 +245,12 @@ def _run(store: Path, cat: Catalog, cfg: LexrayConfig, dataset: Path, corpus: Pa
         rows = cat.rows("SELECT model_fp FROM versions WHERE version = ?", [base])
         base_fp = rows[0][0] if rows else None
     cat.con.register("corpus_scan", scan)
-    diff = cat.diff(base, base_fp == fp, len(scan))
+    diff = cat.diff(base, base_fp == fp, len(scan), forced)
     timings["diff"] = time.perf_counter() - t
     summary = {"added": diff.added, "changed": diff.changed, "deleted": diff.deleted, "encoded": 0, "version": base,
+               "reencoded_damaged": diff.forced,
                "previous": base, "docs": len(scan), "noop": False, "read_report": report.to_dict()}
-    if base is not None and diff.added == diff.changed == diff.deleted == 0:
+    if base is not None and diff.added == diff.changed == diff.deleted == 0 and not diff.forced:
         summary["noop"] = True
         cat.con.unregister("corpus_scan")
         log.info("corpus unchanged since version %d: nothing to do", base)
@@ -316,23 +327,25 @@ def _shard_set(store: Path, cat: Catalog, version: int, verify: bool = True) -> 
     shards = cat.version_shards(version)
     files = [store / "shards" / f for f, _, _ in shards]
     if verify:
-        verify_files([(store / "shards" / f, sha, fp) for f, sha, fp in shards], str(cat.path))
+        verify_files([(store / "shards" / f, sha, fp) for f, sha, fp in shards], str(cat.path),
+                     advice="run lexray reencode again: it quarantines a damaged shard and re-encodes its documents")
     dead = {str(store / "shards" / f): rows for f, rows in cat.dead_rows(version).items()}
     return ShardSet(files, vocab_size=cat.vocab_size(version), verified=verify, dead=dead,
                     source=f"{cat.path} version {version}")
 
 
-def _publish(store: Path, cat: Catalog, version: int, cfg: LexrayConfig, timings: dict) -> dict:
-    """Build, validate, move into ``versions/`` and switch ``current`` to a committed version."""
+def _publish(store: Path, cat: Catalog, version: int, cfg: LexrayConfig, timings: dict, replace: bool = False) -> dict:
+    """Build, validate, move into ``versions/`` and switch ``current`` to a committed version. ``replace``: rebuild
+    a published version whose index is damaged (the old folder is moved aside, then deleted)."""
     from lexray.index.build import build_index
 
     t = time.perf_counter()
     final = version_dir(store, version)
-    if _current_version(store) == version and (final / VERSION_FILE).is_file():
+    if not replace and _current_version(store) == version and (final / VERSION_FILE).is_file():
         # switched by a run killed before it marked the version published: readers may use it, keep it
         cat.set_status(version, "published")
         return json.loads((final / VERSION_FILE).read_text())["validation"]
-    if final.exists():  # moved into place by a run killed before the switch: rebuild to be sure
+    if final.exists() and not replace:  # moved into place by a run killed before the switch: rebuild to be sure
         shutil.rmtree(final)
     work = store / "versions" / f".v{version:06d}.building-{uuid.uuid4().hex[:8]}"
     work.mkdir(parents=True)
@@ -347,7 +360,13 @@ def _publish(store: Path, cat: Catalog, version: int, cfg: LexrayConfig, timings
             "index_sha256": {p.name: file_sha256(p) for p in sorted((work / "index").iterdir()) if p.suffix == ".npy"},
             "versions_row": next(v for v in cat.versions() if v["version"] == version)}
     (work / VERSION_FILE).write_text(json.dumps(info, indent=2, default=str) + "\n")
-    os.replace(work, final)
+    if final.exists():  # replace: the damaged folder goes aside (a dot name _recover removes) once work is whole
+        aside = store / "versions" / f".v{version:06d}.damaged-{uuid.uuid4().hex[:8]}"
+        os.rename(final, aside)
+        os.replace(work, final)
+        shutil.rmtree(aside, ignore_errors=True)
+    else:
+        os.replace(work, final)
     _fsync_dir(final.parent)
     _switch_current(store, version)
     cat.set_status(version, "published")
