@@ -185,6 +185,41 @@ class FlopsConfig(_Section):
     unbiased: bool = Field(False, description="FLOPS U-statistic without the Var/n bias (lexray.losses.flops)")
 
 
+class DistillConfig(_Section):
+    """Distillation from a teacher's scores, mixed into the phase's InfoNCE: ``L_rank = InfoNCE + weight ·
+    L_distill`` over each query's positive and its hard negatives (Formal et al. 2022, "From distillation to hard
+    negative sampling", arXiv:2205.04733: MarginMSE, arXiv:2010.02666, and KL-Div, ``lexray.losses.kl_div``). The
+    teacher's scores come with the hard-negative groups (``positive_scores``/``negative_scores``), computed once
+    from ``train.teacher`` (``lexray.train.teacher``)."""
+
+    loss: Literal["none", "kl", "margin_mse"] = "none"
+    weight: float = Field(1.0, ge=0, description="weight of the distillation term beside InfoNCE")
+    temperature: float = Field(1.0, gt=0, description="kl: the student's scores are divided by this (the paper: 1)")
+    teacher_temperature: float = Field(1.0, gt=0, description="kl: the teacher's scores are divided by this")
+
+
+class TeacherConfig(_Section):
+    """The retriever whose scores a distilling phase matches (``lexray.train.teacher``): computed once per
+    teacher, settings, collection and mined negatives, and cached beside the negatives."""
+
+    kind: Literal["none", "bm25", "sparse"] = Field(
+        "none", description="bm25: Lucene BM25 (Anserini's BEIR flat set-up); sparse: a lexray sparse model "
+        "(teacher.model), exact dot products of its query and document vectors")
+    model: str | None = Field(None, description="kind sparse: the teacher model's location (hub id, folder, "
+                              "shared:<rel>)")
+    k1: float = Field(0.9, gt=0, description="kind bm25")
+    b: float = Field(0.4, ge=0, le=1, description="kind bm25")
+    depth: int = Field(1000, ge=1, description="kind bm25: ranks searched per query; a candidate below it gets "
+                       "the score at rank depth (an upper bound of its own), counted in the report")
+    batch_size: int = Field(32, ge=1, description="kind sparse: texts per forward pass")
+
+    @model_validator(mode="after")
+    def _model_for_sparse(self) -> TeacherConfig:
+        if self.kind == "sparse" and not self.model:
+            raise ValueError("train.teacher.kind 'sparse' needs train.teacher.model")
+        return self
+
+
 class PhaseConfig(_Section):
     """One training phase (LACONIC, arXiv:2601.01684 §2.2: pre-finetuning, then hard-negative finetuning)."""
 
@@ -208,6 +243,24 @@ class PhaseConfig(_Section):
     flops: FlopsConfig = Field(default_factory=FlopsConfig)
     lora: LoraConfig = Field(default_factory=LoraConfig)
     max_train_examples: int | None = None
+    distill: DistillConfig = Field(default_factory=DistillConfig)
+
+    @model_validator(mode="after")
+    def _distill_needs_negatives(self) -> PhaseConfig:
+        if self.distill.loss == "none":
+            return self
+        if self.loss != "infonce":
+            raise ValueError(f"distill.loss '{self.distill.loss}' mixes with loss 'infonce' (this phase has "
+                             f"'{self.loss}')")
+        if self.data != "hard_negatives" or self.num_negatives < 1:
+            raise ValueError("distill needs data 'hard_negatives' and num_negatives >= 1 (the teacher scores a "
+                             "query's positive and its negatives)")
+        return self
+
+    @property
+    def needs_teacher(self) -> bool:
+        """Whether the phase reads teacher scores (MarginMSE as the loss, or a distillation term)."""
+        return self.loss == "margin_mse" or self.distill.loss != "none"
 
 
 class TrainConfig(_Section):
@@ -234,6 +287,7 @@ class TrainConfig(_Section):
     tensorboard: bool = True
     seed: int = 42
     phases: list[PhaseConfig] = Field(default_factory=lambda: [PhaseConfig()])
+    teacher: TeacherConfig = Field(default_factory=TeacherConfig)
 
 
 class EncodeConfig(_Section):
