@@ -10,6 +10,8 @@ Seeds: each seed is named for what it draws — ``train.seed`` (training: initia
 negatives), ``data.mining_seed`` (BM25 hard-negative mining), ``tune.dev_seed`` (the dev split), ``vt.seed``
 (Vocabulary Transfer's random rows), ``model.random_init.seed`` (a random backbone). The former top-level ``seed``
 only ever seeded mining; it is still read, as ``data.mining_seed``, with a warning.
+
+Size: the one schema of every section (kept in one module so every knob is found and validated in one place).
 """
 
 from __future__ import annotations
@@ -125,14 +127,23 @@ class ModelConfig(_Section):
     chunk_size: int | None = Field(None, ge=1, description="sequences per (chunk, L, |V|) logits block")
     output_vocab: str | None = Field(
         None, description="BEIR folder: restrict the output vocabulary to the token ids that occur in its corpus "
-        "(documents tokenized as for encoding, at doc_max_length); None = the full |V| "
-        "(lexray.models.encoder.collection_output_ids)")
+        "(documents tokenized as for encoding, at doc_max_length); 'full': all of |V|, also for a checkpoint whose "
+        "lexray_encoder.json restricts it; None = what the checkpoint says (else the full |V|) "
+        "(lexray.models.encoder.collection_output_ids; encode.output_vocab chooses per collection)")
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelConfig:
         if self.name_or_path is not None and self.random_init is not None:
             raise ValueError("set at most one of model.name_or_path and model.random_init")
         return self
+
+    def with_output_vocab(self, choice: str, dataset: str) -> ModelConfig:
+        """This model encoding the collection ``dataset`` with ``encode.output_vocab`` = ``choice``: ``model``
+        (unchanged: the recipe's ``output_vocab`` or the checkpoint's saved ``output_ids``), ``collection`` (the
+        token ids of ``dataset``'s corpus, recomputed) or ``full`` (all of |V|)."""
+        if choice == "model":
+            return self
+        return self.model_copy(update={"output_vocab": dataset if choice == "collection" else "full"})
 
     def require_source(self, source: str = "configuration") -> ModelConfig:
         """``self`` if it names a model (``name_or_path`` or ``random_init``); call before loading one.
@@ -319,6 +330,11 @@ class EncodeConfig(_Section):
     backend: Literal["ray", "local"] = Field("ray", description="local = in-process, no Ray (tiny inputs, tests)")
     overwrite: bool = Field(False, description="replace an out_dir made by a different model/settings/corpus "
                             "instead of refusing")
+    output_vocab: Literal["model", "collection", "full"] = Field(
+        "model", description="the terms the head scores for the collection being encoded (queries and documents): "
+        "model = what the model says (model.output_vocab, or the output_ids its lexray_encoder.json carries); "
+        "collection = the token ids of this collection's corpus, recomputed (a checkpoint restricted to its "
+        "training collection can then produce this collection's words); full = all of |V|")
 
 
 class IndexConfig(_Section):
@@ -355,6 +371,9 @@ class EvalConfig(_Section):
     backend: Literal["exact", "lucene", "both", "seismic"] = "exact"
     seismic: SeismicConfig = Field(default_factory=SeismicConfig)
     metrics: list[str] = Field(default_factory=lambda: ["nDCG@10", "MRR@10", "R@100", "R@1000"])
+    cache: bool = Field(True, description="the training jobs' zero-shot row: reuse a cached evaluation of the same "
+                        "model, settings, collection and code (lexray.eval.cache); false = evaluate again")
+    cache_dir: str | None = Field(None, description="folder of cached evaluations; None = outputs/cache/eval")
 
 
 class VTAdaptConfig(_Section):

@@ -11,7 +11,8 @@ Output folder (``cfg.out_dir``, default ``outputs/<cfg.name>``)::
     bm25-index/                              the Lucene BM25 index used for mining
     train/<name>/                            Ray Train storage: checkpoints, result files, lexray/ (metrics.jsonl,
                                              TensorBoard, merged phase encoders)
-    eval/zero-shot/, eval/trained/           evaluation folders (lexray.eval.pipeline)
+    eval/zero-shot/, eval/trained/           evaluation folders (lexray.eval.pipeline); the zero-shot one holds
+                                             copies of a cached evaluation (lexray.eval.cache, eval.cache)
     metrics.json, metrics.md                 the final table (one row per evaluated model)
 """
 
@@ -124,9 +125,11 @@ def train_and_evaluate(cfg: LexrayConfig, evaluate: bool = True, zero_shot: bool
     cfg = cfg.model_copy(update={"out_dir": str(out)})
     save_config(cfg, out)
     rows = []
-    if zero_shot:
-        rows.append(evaluate_sparse(cfg, out / "eval" / "zero-shot",
-                                    retriever_name=f"{_model_label(cfg)} (zero-shot)"))
+    if zero_shot:  # cached by model, settings, collection and code (eval.cache): a rerun pays nothing
+        from lexray.eval.cache import cached_evaluate_sparse
+
+        zs = cached_evaluate_sparse if cfg.eval.cache else evaluate_sparse
+        rows.append(zs(cfg, out / "eval" / "zero-shot", retriever_name=f"{_model_label(cfg)} (zero-shot)"))
     cfg = prepare_hard_negatives(cfg, out)
     save_config(cfg, out)
     result = run_training(cfg, storage_path=cfg.train.storage_path or out / "train")
