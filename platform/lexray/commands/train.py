@@ -55,11 +55,12 @@ def _run(argv, prog: str, default_recipe, laconic: bool) -> dict:
 
 
 def train_laconic(argv: list[str] | None = None) -> dict:
-    """``lexray train-laconic [--config recipe.yaml] [--set k=v ...] [--no-eval] [--no-zero-shot]`` (default recipe
-    laconic-smollm2-cpu: SmolLM2-135M; the zero-shot score of the same backbone is printed beside the trained one)."""
+    """``lexray train-laconic [--config recipe.yaml] [--set k=v ...] [--no-eval] [--no-zero-shot] [--no-cache]``
+    (default recipe laconic-smollm2-cpu: SmolLM2-135M; the zero-shot score of the same backbone is printed beside
+    the trained one, from the evaluation cache on a rerun: lexray.eval.cache)."""
     return _run(argv, "lexray train-laconic", LACONIC_RECIPE, laconic=True)
 
 
 def train_splade(argv: list[str] | None = None) -> dict:
-    """``lexray train-splade [--config recipe.yaml] [--set k=v ...] [--no-zero-shot]``."""
+    """``lexray train-splade [--config recipe.yaml] [--set k=v ...] [--no-zero-shot] [--no-cache]``."""
     return _run(argv, "lexray train-splade", SPLADE_RECIPE, laconic=False)
