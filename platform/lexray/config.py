@@ -11,7 +11,7 @@ negatives), ``data.mining_seed`` (BM25 hard-negative mining), ``tune.dev_seed`` 
 (Vocabulary Transfer's random rows), ``model.random_init.seed`` (a random backbone). The former top-level ``seed``
 only ever seeded mining; it is still read, as ``data.mining_seed``, with a warning.
 
-Size: the one schema of every job's knobs (over 500 lines since the dense track's ``model.dense`` section).
+Size: the one schema of every job's knobs, kept in one module so every knob is found and validated in one place.
 """
 
 from __future__ import annotations
@@ -164,14 +164,23 @@ class ModelConfig(_Section):
                                       "of the SPLADE encoder")
     output_vocab: str | None = Field(
         None, description="BEIR folder: restrict the output vocabulary to the token ids that occur in its corpus "
-        "(documents tokenized as for encoding, at doc_max_length); None = the full |V| "
-        "(lexray.models.encoder.collection_output_ids)")
+        "(documents tokenized as for encoding, at doc_max_length); 'full': all of |V|, also for a checkpoint whose "
+        "lexray_encoder.json restricts it; None = what the checkpoint says (else the full |V|) "
+        "(lexray.models.encoder.collection_output_ids; encode.output_vocab chooses per collection)")
 
     @model_validator(mode="after")
     def _one_source(self) -> ModelConfig:
         if self.name_or_path is not None and self.random_init is not None:
             raise ValueError("set at most one of model.name_or_path and model.random_init")
         return self
+
+    def with_output_vocab(self, choice: str, dataset: str) -> ModelConfig:
+        """This model encoding the collection ``dataset`` with ``encode.output_vocab`` = ``choice``: ``model``
+        (unchanged: the recipe's ``output_vocab`` or the checkpoint's saved ``output_ids``), ``collection`` (the
+        token ids of ``dataset``'s corpus, recomputed) or ``full`` (all of |V|)."""
+        if choice == "model":
+            return self
+        return self.model_copy(update={"output_vocab": dataset if choice == "collection" else "full"})
 
     def require_source(self, source: str = "configuration") -> ModelConfig:
         """``self`` if it names a model (``name_or_path`` or ``random_init``); call before loading one.
@@ -224,6 +233,41 @@ class FlopsConfig(_Section):
     unbiased: bool = Field(False, description="FLOPS U-statistic without the Var/n bias (lexray.losses.flops)")
 
 
+class DistillConfig(_Section):
+    """Distillation from a teacher's scores, mixed into the phase's InfoNCE: ``L_rank = InfoNCE + weight ·
+    L_distill`` over each query's positive and its hard negatives (Formal et al. 2022, "From distillation to hard
+    negative sampling", arXiv:2205.04733: MarginMSE, arXiv:2010.02666, and KL-Div, ``lexray.losses.kl_div``). The
+    teacher's scores come with the hard-negative groups (``positive_scores``/``negative_scores``), computed once
+    from ``train.teacher`` (``lexray.train.teacher``)."""
+
+    loss: Literal["none", "kl", "margin_mse"] = "none"
+    weight: float = Field(1.0, ge=0, description="weight of the distillation term beside InfoNCE")
+    temperature: float = Field(1.0, gt=0, description="kl: the student's scores are divided by this (the paper: 1)")
+    teacher_temperature: float = Field(1.0, gt=0, description="kl: the teacher's scores are divided by this")
+
+
+class TeacherConfig(_Section):
+    """The retriever whose scores a distilling phase matches (``lexray.train.teacher``): computed once per
+    teacher, settings, collection and mined negatives, and cached beside the negatives."""
+
+    kind: Literal["none", "bm25", "sparse"] = Field(
+        "none", description="bm25: Lucene BM25 (Anserini's BEIR flat set-up); sparse: a lexray sparse model "
+        "(teacher.model), exact dot products of its query and document vectors")
+    model: str | None = Field(None, description="kind sparse: the teacher model's location (hub id, folder, "
+                              "shared:<rel>)")
+    k1: float = Field(0.9, gt=0, description="kind bm25")
+    b: float = Field(0.4, ge=0, le=1, description="kind bm25")
+    depth: int = Field(1000, ge=1, description="kind bm25: ranks searched per query; a candidate below it gets "
+                       "the score at rank depth (an upper bound of its own), counted in the report")
+    batch_size: int = Field(32, ge=1, description="kind sparse: texts per forward pass")
+
+    @model_validator(mode="after")
+    def _model_for_sparse(self) -> TeacherConfig:
+        if self.kind == "sparse" and not self.model:
+            raise ValueError("train.teacher.kind 'sparse' needs train.teacher.model")
+        return self
+
+
 class PhaseConfig(_Section):
     """One training phase (LACONIC, arXiv:2601.01684 §2.2: pre-finetuning, then hard-negative finetuning)."""
 
@@ -247,6 +291,24 @@ class PhaseConfig(_Section):
     flops: FlopsConfig = Field(default_factory=FlopsConfig)
     lora: LoraConfig = Field(default_factory=LoraConfig)
     max_train_examples: int | None = None
+    distill: DistillConfig = Field(default_factory=DistillConfig)
+
+    @model_validator(mode="after")
+    def _distill_needs_negatives(self) -> PhaseConfig:
+        if self.distill.loss == "none":
+            return self
+        if self.loss != "infonce":
+            raise ValueError(f"distill.loss '{self.distill.loss}' mixes with loss 'infonce' (this phase has "
+                             f"'{self.loss}')")
+        if self.data != "hard_negatives" or self.num_negatives < 1:
+            raise ValueError("distill needs data 'hard_negatives' and num_negatives >= 1 (the teacher scores a "
+                             "query's positive and its negatives)")
+        return self
+
+    @property
+    def needs_teacher(self) -> bool:
+        """Whether the phase reads teacher scores (MarginMSE as the loss, or a distillation term)."""
+        return self.loss == "margin_mse" or self.distill.loss != "none"
 
 
 class TrainConfig(_Section):
@@ -273,6 +335,7 @@ class TrainConfig(_Section):
     tensorboard: bool = True
     seed: int = 42
     phases: list[PhaseConfig] = Field(default_factory=lambda: [PhaseConfig()])
+    teacher: TeacherConfig = Field(default_factory=TeacherConfig)
 
 
 class EncodeConfig(_Section):
@@ -304,6 +367,11 @@ class EncodeConfig(_Section):
     backend: Literal["ray", "local"] = Field("ray", description="local = in-process, no Ray (tiny inputs, tests)")
     overwrite: bool = Field(False, description="replace an out_dir made by a different model/settings/corpus "
                             "instead of refusing")
+    output_vocab: Literal["model", "collection", "full"] = Field(
+        "model", description="the terms the head scores for the collection being encoded (queries and documents): "
+        "model = what the model says (model.output_vocab, or the output_ids its lexray_encoder.json carries); "
+        "collection = the token ids of this collection's corpus, recomputed (a checkpoint restricted to its "
+        "training collection can then produce this collection's words); full = all of |V|")
 
 
 class IndexConfig(_Section):
@@ -340,6 +408,9 @@ class EvalConfig(_Section):
     backend: Literal["exact", "lucene", "both", "seismic"] = "exact"
     seismic: SeismicConfig = Field(default_factory=SeismicConfig)
     metrics: list[str] = Field(default_factory=lambda: ["nDCG@10", "MRR@10", "R@100", "R@1000"])
+    cache: bool = Field(True, description="the training jobs' zero-shot row: reuse a cached evaluation of the same "
+                        "model, settings, collection and code (lexray.eval.cache); false = evaluate again")
+    cache_dir: str | None = Field(None, description="folder of cached evaluations; None = outputs/cache/eval")
     dense_ann: Literal["none", "faiss"] = Field("none", description="dense models (model.dense): also search with "
                                                 "faiss HNSW (faiss-cpu) and report its recall@10 against the exact "
                                                 "top-10; its metrics become the headline")

@@ -7,10 +7,12 @@ Output folder (``cfg.out_dir``, default ``outputs/<cfg.name>``)::
 
     config.resolved.yaml
     hardneg/<dataset>.<split>.bm25.jsonl     BM25-mined hard negatives (when a phase needs them and has none)
+    hardneg/<...>.teacher-<kind>-<key>.jsonl the same groups with a distillation teacher's scores (train.teacher)
     bm25-index/                              the Lucene BM25 index used for mining
     train/<name>/                            Ray Train storage: checkpoints, result files, lexray/ (metrics.jsonl,
                                              TensorBoard, merged phase encoders)
-    eval/zero-shot/, eval/trained/           evaluation folders (lexray.eval.pipeline)
+    eval/zero-shot/, eval/trained/           evaluation folders (lexray.eval.pipeline); the zero-shot one holds
+                                             copies of a cached evaluation (lexray.eval.cache, eval.cache)
     metrics.json, metrics.md                 the final table (one row per evaluated model)
 """
 
@@ -39,6 +41,13 @@ def prepare_hard_negatives(cfg: LexrayConfig, out: Path, exclude_query_ids: Coll
     the same corpus, ``num_negatives`` per query (see :mod:`lexray.data.mining` for the rank window). The file
     is reused when it already exists. Returns a config whose phases point at the mined file.
     ``exclude_query_ids`` (a dev split) are neither mined nor trained on; ``tag`` names such a file apart.
+
+    A phase that distills (``phase.distill``, or loss ``margin_mse``) points at the same groups scored by
+    ``train.teacher`` (:func:`lexray.train.teacher.teacher_scores_cached`: computed once, cached beside the mined
+    file, keyed by teacher, settings, collection and negatives).
+
+    Raises:
+        ConfigError: a phase that needs teacher scores, with mined negatives and ``train.teacher.kind: none``.
     """
     needs = [i for i, p in enumerate(cfg.train.phases) if p.data == "hard_negatives" and p.data_path is None]
     if not needs:
@@ -59,9 +68,25 @@ def prepare_hard_negatives(cfg: LexrayConfig, out: Path, exclude_query_ids: Coll
                                              exclude_query_ids=exclude_query_ids)
         n = write_groups_jsonl(groups, path)
         print(f"mined BM25 hard negatives: {n} groups -> {path}\n{report.summary()}")
-    phases = [p.model_copy(update={"data_path": str(path)}) if i in needs else p
+    scored = _teacher_scored(cfg, [i for i in needs if cfg.train.phases[i].needs_teacher], path, dataset, out)
+    phases = [p.model_copy(update={"data_path": str(scored if p.needs_teacher else path)}) if i in needs else p
               for i, p in enumerate(cfg.train.phases)]
     return cfg.model_copy(update={"train": cfg.train.model_copy(update={"phases": phases})})
+
+
+def _teacher_scored(cfg: LexrayConfig, phases: list[int], negatives: Path, dataset: Path, out: Path) -> Path | None:
+    """The mined ``negatives`` with ``train.teacher``'s scores when a phase in ``phases`` needs them."""
+    if not phases:
+        return None
+    if cfg.train.teacher.kind == "none":
+        from lexray.config import ConfigError
+
+        raise ConfigError(f"train.phases.{phases[0]} needs teacher scores (distill.loss or loss margin_mse) and its "
+                          f"negatives are mined: set train.teacher.kind (bm25 or sparse), or give the phase a "
+                          f"data_path whose groups carry positive_scores and negative_scores")
+    from lexray.train.teacher import teacher_scores_cached
+
+    return teacher_scores_cached(negatives, dataset, cfg.train.teacher, bm25_index=out / "bm25-index")[0]
 
 
 def trained_model_config(cfg: LexrayConfig, model_dir: Path) -> LexrayConfig:
@@ -104,8 +129,12 @@ def train_and_evaluate(cfg: LexrayConfig, evaluate: bool = True, zero_shot: bool
     rows = []
     evaluate_model = evaluate_dense if cfg.model.dense is not None else evaluate_sparse
     if zero_shot:
-        rows.append(evaluate_model(cfg, out / "eval" / "zero-shot",
-                                    retriever_name=f"{_model_label(cfg)} (zero-shot)"))
+        zero_shot_eval = evaluate_model
+        if cfg.model.dense is None and cfg.eval.cache:
+            # cached by model, settings, collection and code (eval.cache): a rerun pays nothing
+            from lexray.eval.cache import cached_evaluate_sparse as zero_shot_eval
+        rows.append(zero_shot_eval(cfg, out / "eval" / "zero-shot",
+                                   retriever_name=f"{_model_label(cfg)} (zero-shot)"))
     cfg = prepare_hard_negatives(cfg, out)
     save_config(cfg, out)
     result = run_training(cfg, storage_path=cfg.train.storage_path or out / "train")

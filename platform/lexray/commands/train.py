@@ -32,9 +32,13 @@ def _run(argv, prog: str, default_recipe, laconic: bool) -> dict:
                         help="skip the zero-shot evaluation")
     else:
         ap.add_argument("--no-zero-shot", action="store_true", help="skip evaluating the starting model")
+    ap.add_argument("--no-cache", action="store_true", help="evaluate the starting model afresh instead of "
+                    "reusing a cached evaluation of the same model, settings and collection (eval.cache=false)")
     args = ap.parse_args(argv)
     setup_logging()
     cfg = load_config(args.config or default_recipe, args.overrides)
+    if args.no_cache:
+        cfg = cfg.model_copy(update={"eval": cfg.eval.model_copy(update={"cache": False})})
     from lexray.commands.common import validate_metrics
     from lexray.eval.report import markdown_table
     from lexray.workflows import train_and_evaluate
@@ -51,11 +55,12 @@ def _run(argv, prog: str, default_recipe, laconic: bool) -> dict:
 
 
 def train_laconic(argv: list[str] | None = None) -> dict:
-    """``lexray train-laconic [--config recipe.yaml] [--set k=v ...] [--no-eval] [--no-zero-shot]`` (default recipe
-    laconic-smollm2-cpu: SmolLM2-135M; the zero-shot score of the same backbone is printed beside the trained one)."""
+    """``lexray train-laconic [--config recipe.yaml] [--set k=v ...] [--no-eval] [--no-zero-shot] [--no-cache]``
+    (default recipe laconic-smollm2-cpu: SmolLM2-135M; the zero-shot score of the same backbone is printed beside
+    the trained one, from the evaluation cache on a rerun: lexray.eval.cache)."""
     return _run(argv, "lexray train-laconic", LACONIC_RECIPE, laconic=True)
 
 
 def train_splade(argv: list[str] | None = None) -> dict:
-    """``lexray train-splade [--config recipe.yaml] [--set k=v ...] [--no-zero-shot]``."""
+    """``lexray train-splade [--config recipe.yaml] [--set k=v ...] [--no-zero-shot] [--no-cache]``."""
     return _run(argv, "lexray train-splade", SPLADE_RECIPE, laconic=False)

@@ -147,7 +147,8 @@ def encode_corpus(model_cfg_or_path: ModelConfig | str | os.PathLike, dataset_di
         dataset_dir: BEIR folder holding ``corpus.jsonl``.
         out_dir: shard folder (created). Re-running into it keeps every shard that verifies (row count, doc-id
             hash, readable, same fingerprint) and encodes only the others.
-        encode_cfg: :class:`EncodeConfig` (batch size, actors, CPUs/GPUs, rows per shard, top-k, threshold).
+        encode_cfg: :class:`EncodeConfig` (batch size, actors, CPUs/GPUs, rows per shard, top-k, threshold, the
+            output vocabulary for this collection: ``output_vocab``).
         on_error: bad corpus rows: ``"fail"`` raises, ``"skip"`` skips and counts them (manifest
             ``read_report``).
         max_docs: only the first N (kept) documents.
@@ -175,6 +176,8 @@ def encode_corpus(model_cfg_or_path: ModelConfig | str | os.PathLike, dataset_di
     model_cfg = normalise_model_cfg(model_cfg_or_path)
     check_model(model_cfg)
     dataset = resolve_dataset_dir(dataset_dir)
+    # the head's terms for this collection (encode.output_vocab: model | collection | full)
+    model_cfg = model_cfg.with_output_vocab(cfg.output_vocab, str(dataset))
     corpus = dataset / "corpus.jsonl"
     if not corpus.is_file():
         raise FileNotFoundError(f"{corpus} not found (expected BEIR layout)")

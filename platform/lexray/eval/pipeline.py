@@ -92,7 +92,8 @@ def evaluate_sparse(cfg: LexrayConfig, out_dir: str | Path, backend: Backend | N
             (approximate, pyseismic-lsr with ``cfg.eval.seismic``; its metrics are the headline, the exact search
             runs too and ``efficiency`` gets ``seismic_recall@10`` against the exact top-10).
         encoder: a loaded :class:`~lexray.models.SparseEncoder` to use for the queries (the corpus is encoded
-            from ``cfg.model`` by the Ray Data pipeline, so pass a saved checkpoint path in ``cfg.model``).
+            from ``cfg.model`` by the Ray Data pipeline, so pass a saved checkpoint path in ``cfg.model``); used as
+            given (``cfg.encode.output_vocab`` applies to ``cfg.model`` only).
         index_dir: search this already built index (e.g. a collection store's version, resolved once with
             ``lexray.store.resolve_current``) instead of encoding and indexing the corpus; exact backend only.
 
@@ -109,6 +110,8 @@ def evaluate_sparse(cfg: LexrayConfig, out_dir: str | Path, backend: Backend | N
 
     if encoder is None or index_dir is None:
         cfg.model.require_source()
+    # encode.output_vocab: the terms the head scores for this collection (queries here, documents in encode_corpus)
+    cfg = cfg.model_copy(update={"model": cfg.model.with_output_vocab(cfg.encode.output_vocab, cfg.data.dataset)})
     backend = backend or cfg.eval.backend
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

@@ -109,7 +109,7 @@ def build_dataset(cfg: LexrayConfig, phase: PhaseConfig, seed: int):
     if phase.data == "pairs_file":
         return read_pairs_file(phase.data_path, max_pairs=phase.max_train_examples, on_error=cfg.data.on_error)
     return HardNegDataset(phase.data_path, corpus, num_negatives=phase.num_negatives,
-                          need_teacher=phase.loss == "margin_mse", seed=seed, on_error=cfg.data.on_error,
+                          need_teacher=phase.needs_teacher, seed=seed, on_error=cfg.data.on_error,
                           max_groups=phase.max_train_examples)
 
 

@@ -42,6 +42,7 @@ from lexray.losses import (
     flops_loss,
     gather_with_grad,
     infonce_loss,
+    kl_div_loss,
     l1_loss,
     margin_mse_loss,
 )
@@ -72,6 +73,10 @@ def objective(q: torch.Tensor, d: torch.Tensor, teacher: torch.Tensor | None, ph
               lam_q: float, lam_d: float, gather_negatives: bool) -> dict[str, Any]:
     """The step objective on this worker's cached representations (leaf tensors requiring grad).
 
+    With ``phase.distill.loss`` set, a distillation term over each query's positive and hard negatives
+    (:func:`_distill_term`, on the global batch) is added to InfoNCE with weight ``phase.distill.weight``; the
+    result then also has ``"distill_loss"`` (the unweighted term). ``"rank_loss"`` stays InfoNCE (or MarginMSE).
+
     Returns ``{"backward": tensor to back-propagate, "loss", "rank_loss", "reg_q", "reg_d": floats of the global
     batch, "q_stats", "d_stats": active_dims of the global batch}``.
     """
@@ -100,10 +105,30 @@ def objective(q: torch.Tensor, d: torch.Tensor, teacher: torch.Tensor | None, ph
     else:
         reg_q, reg_d = flops_loss(qg, fl.unbiased), flops_loss(dg, fl.unbiased)
     reg = lam_q * reg_q + lam_d * reg_d
-    return {"backward": rank_scale * rank_loss + W * reg,
-            "loss": float(rank_value + reg.detach()), "rank_loss": float(rank_value),
+    backward = rank_scale * rank_loss + W * reg
+    total = rank_value + reg.detach()
+    extra = {}
+    if phase.distill.loss != "none":
+        term = _distill_term(qg, dg, teacher, phase)
+        backward = backward + W * phase.distill.weight * term
+        total = total + phase.distill.weight * term.detach()
+        extra["distill_loss"] = float(term.detach())
+    return {"backward": backward, "loss": float(total), "rank_loss": float(rank_value),
             "reg_q": float(reg_q.detach()), "reg_d": float(reg_d.detach()),
-            "q_stats": active_dims(qg), "d_stats": active_dims(dg)}
+            "q_stats": active_dims(qg), "d_stats": active_dims(dg), **extra}
+
+
+def _distill_term(qg: torch.Tensor, dg: torch.Tensor, teacher: torch.Tensor | None, phase: PhaseConfig
+                  ) -> torch.Tensor:
+    """The distillation term of ``phase.distill`` on the global batch: KL-Div (:func:`lexray.losses.kl_div_loss`)
+    or MarginMSE (:func:`lexray.losses.margin_mse_loss`) against the (B, 1+N) teacher scores."""
+    if teacher is None:
+        raise ValueError(f"phase '{phase.name}': distill.loss '{phase.distill.loss}' needs teacher scores")
+    tg = gather_with_grad(teacher.to(qg.device))
+    if phase.distill.loss == "kl":
+        return kl_div_loss(qg, dg, tg[:, 0], tg[:, 1:], phase.distill.temperature,
+                           phase.distill.teacher_temperature)
+    return margin_mse_loss(qg, dg, tg[:, 0], tg[:, 1:])
 
 
 def _rng_state(device: torch.device):
@@ -231,14 +256,16 @@ class SparsePhase(PhaseSteps):
                 "d_active": ds["mean"], "q_active_frac": qs["fraction"], "d_active_frac": ds["fraction"],
                 "lr": self.strategy.lr(), "grad_norm": out["grad_norm"],
                 "examples_per_s": self.phase.global_batch_size / max(elapsed, 1e-9), "step_time_s": elapsed,
-                "wall_time": time.time(), "resumed_from_step": float(self.state.step)}
+                "wall_time": time.time(), "resumed_from_step": float(self.state.step),
+                **({"distill_loss": out["distill_loss"]} if "distill_loss" in out else {})}
 
     def console_line(self, m: dict[str, Any]) -> str:
         """``[lexray] <phase> step <done>/<total> loss … λ=(…) active q … d … lr … ex/s`` (integer steps)."""
         return (f"[lexray] {self.name} step {int(m['step'])}/{self.total} loss {m['loss']:.4f} rank "
                 f"{m['rank_loss']:.4f} regQ {m['reg_q']:.3g} regD {m['reg_d']:.3g} "
                 f"λ=({m['lambda_q']:.2g},{m['lambda_d']:.2g}) active q {m['q_active']:.0f} d {m['d_active']:.0f} "
-                f"lr {m['lr']:.2e} {m['examples_per_s']:.1f} ex/s")
+                f"lr {m['lr']:.2e} {m['examples_per_s']:.1f} ex/s"
+                + (f" distill {m['distill_loss']:.4f}" if "distill_loss" in m else ""))
 
     def evaluate(self, done: int) -> dict[str, float]:
         """The dev evaluator on the full (rank 0) encoder."""
