@@ -169,8 +169,8 @@ def expand_encoder(cfg, texts: list[str], report: dict):
     enc.tokenizer = exp.tokenizer
     report["timings_s"]["init"] = time.perf_counter() - t0
     final = Counter()
-    for ids in exp.tokenizer(texts, add_special_tokens=False)["input_ids"]:
-        final.update(ids)
+    for e in exp.tokenizer.backend_tokenizer.encode_batch(texts, add_special_tokens=False):
+        final.update(e.ids)
     report.update(v_final=len(exp.tokenizer), convention=exp.convention, stopped_by=exp.stopped_by,
                   iterations=exp.iterations, self_tokenization_failures=0,
                   added=[{"token": w, "id": i, "count": c, "count_final": final[i], "pieces":

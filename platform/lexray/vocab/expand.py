@@ -53,7 +53,7 @@ import torch
 from torch import nn
 
 from lexray.models.head import output_bias, output_projection
-from lexray.vocab.alignment import byte_encoder
+from lexray.vocab.alignment import byte_decoder, byte_encoder
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +138,7 @@ def _word_of(token: str, kind: str, max_chars: int) -> str | None:
         return None if token.startswith("##") or len(token) > max_chars or is_noise(token) else token
     if not token.startswith(WORD_START) or is_noise(token[1:]):
         return None
-    dec = {c: b for b, c in byte_encoder().items()}
+    dec = byte_decoder()
     try:
         return bytes(dec[c] for c in token).decode("utf-8")
     except (KeyError, UnicodeDecodeError):
@@ -236,13 +236,15 @@ def add_words(tokenizer, words: Sequence[str]):
     from tokenizers import AddedToken
     from tokenizers.models import WordPiece
 
-    tok = copy.deepcopy(tokenizer)
-    backend = tok.backend_tokenizer
-    vocab = backend.get_vocab(with_added_tokens=True)
-    dup = [w for w in words if w in vocab]
+    kind = tokenizer_kind(tokenizer)
+    vocab = tokenizer.backend_tokenizer.get_vocab(with_added_tokens=True)
+    enc = byte_encoder()
+    dup = [w for w in words if w in vocab or (kind == "byte_bpe" and "".join(enc[b] for b in w.encode()) in vocab)]
     if dup or len(set(words)) != len(words):
         raise ValueError(f"words already in the vocabulary or repeated: {dup[:5] or 'repeats'}")
-    if tokenizer_kind(tok) == "wordpiece":
+    tok = copy.deepcopy(tokenizer)
+    backend = tok.backend_tokenizer
+    if kind == "wordpiece":
         base = backend.model
         model_vocab = backend.get_vocab(with_added_tokens=False)
         n = max(model_vocab.values()) + 1
@@ -293,7 +295,7 @@ def init_new_rows(backbone: nn.Module, ids: Sequence[int], pieces: Sequence[Sequ
     rows = torch.arange(len(pieces)).repeat_interleave(lens)
     cols = torch.tensor([c for p in pieces for c in p], dtype=torch.long)
     mean = torch.sparse_coo_tensor(torch.stack([rows, cols]), (1.0 / lens.float()).repeat_interleave(lens),
-                                   (len(pieces), n0)).coalesce()
+                                   (len(pieces), n0), check_invariants=False).coalesce()
     idx = torch.tensor(list(ids), dtype=torch.long)
     targets = {"emb": backbone.get_input_embeddings().weight, "proj": output_projection(backbone).weight,
                "bias": output_bias(backbone)}
