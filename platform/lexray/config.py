@@ -10,6 +10,9 @@ Seeds: each seed is named for what it draws — ``train.seed`` (training: initia
 negatives), ``data.mining_seed`` (BM25 hard-negative mining), ``tune.dev_seed`` (the dev split), ``vt.seed``
 (Vocabulary Transfer's random rows), ``model.random_init.seed`` (a random backbone). The former top-level ``seed``
 only ever seeded mining; it is still read, as ``data.mining_seed``, with a warning.
+
+Size: every job's knobs in one schema is this module's point (one section per concern, all small); splitting it
+would scatter the one place a recipe key is validated.
 """
 
 from __future__ import annotations

@@ -146,7 +146,12 @@ def expand_encoder(cfg, texts: list[str], report: dict):
     """Load ``cfg.model`` (no head rescale, no APC), expand its vocabulary on ``texts`` and install the new rows;
     returns the encoder. Fills ``report`` (vocabulary, added tokens, iterations, timings)."""
     from lexray.models import load_encoder
-    from lexray.vocab.expand import expand_vocabulary, init_new_rows, self_tokenization_failures, subword_pieces
+    from lexray.vocab.expand import (
+        expand_vocabulary,
+        init_new_rows,
+        self_tokenization_failures,
+        subword_pieces,
+    )
 
     t0 = time.perf_counter()
     enc = load_encoder(cfg.model.model_copy(update={"mlm_head_rescale": 1.0, "apc": type(cfg.model.apc)()}))
