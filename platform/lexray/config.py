@@ -477,6 +477,49 @@ class VTConfig(_Section):
     seed: int = 0
 
 
+class CaiExpandConfig(_Section):
+    """CAI's vocabulary expansion (arXiv:2211.03988 §3.2.1, Algorithm 1; lexray.vocab.expand)."""
+
+    enabled: bool = True
+    delta_v: int = Field(3000, gt=0, description="ΔV: the target size grows by this per iteration (the paper: "
+                         "3,000); the loop stops when an iteration adds fewer than ΔV words")
+    max_iterations: int | None = Field(None, ge=1, description="cap on the iterations (None = Algorithm 1's "
+                                       "criterion only; not in the paper)")
+    min_frequency: int = Field(2, ge=1, description="minimum pair frequency of the domain tokenizer's trainer")
+
+
+class CaiMlmConfig(_Section):
+    """CAI's continual MLM pre-training on the domain corpus (arXiv:2211.03988 §3.2.1: BERT's 15 % masking,
+    80/10/10), a :class:`lexray.vocab.domain.ContinualMLMPhase` on Ray Train with ``train.strategy``; AdamW,
+    linear warm-up then cosine decay."""
+
+    enabled: bool = True
+    trainable: Literal["all", "embeddings"] = Field("all", description="all parameters (the paper), or only the "
+                                                    "input embeddings and output head/bias (as VT's adaptation)")
+    max_steps: int = Field(100, ge=1)
+    lr: float = Field(5e-5, gt=0)
+    weight_decay: float = Field(0.01, ge=0)
+    warmup_steps: int = Field(10, ge=0)
+    global_batch_size: int = Field(32, ge=1)
+    grad_accum: int = Field(1, ge=1)
+    max_length: int = Field(128, ge=8)
+    mask_rate: float = Field(0.15, gt=0, lt=1, description="fraction of non-special positions masked")
+
+
+class CaiConfig(_Section):
+    """CAI's AdaLM step (arXiv:2211.03988 §3.2.1): vocabulary expansion, then continual MLM pre-training on a
+    domain corpus, run by ``lexray adapt-domain`` (jobs/adapt_domain.py, docs/cai.md). ``model`` is the model
+    adapted (an MLM encoder; a decoder trains with masked next-token prediction)."""
+
+    corpus: str = Field("shared:datasets/scifact", description="the domain corpus: a BEIR folder (title + text "
+                        "of corpus.jsonl) or a .jsonl file with one record per line")
+    text_field: str = Field("text", description="JSONL corpus: the field holding the text")
+    title_field: str | None = Field(None, description="JSONL corpus: an optional field prepended to the text")
+    max_docs: int | None = Field(None, ge=1, description="only the first N documents")
+    expand: CaiExpandConfig = Field(default_factory=CaiExpandConfig)
+    mlm: CaiMlmConfig = Field(default_factory=CaiMlmConfig)
+
+
 class StoreConfig(_Section):
     """Versioned collection store and scheduled re-encoding (``lexray.store``, jobs/reencode.py)."""
 
@@ -519,6 +562,7 @@ class LexrayConfig(_Section):
     index: IndexConfig = Field(default_factory=IndexConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     vt: VTConfig = Field(default_factory=VTConfig)
+    cai: CaiConfig = Field(default_factory=CaiConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)
     tune: TuneConfig = Field(default_factory=TuneConfig)
 

@@ -6,7 +6,8 @@ train, plus — with ``vt.adapt.train_output_head`` — an untied output project
 trains with the embeddings). Positions are masked with the Overlap-Aware Masking Curriculum
 (:mod:`lexray.vocab.masking`). AdamW, cosine schedule with linear warm-up (``vt.adapt.warmup_steps``), on a Ray
 Train ``TorchTrainer`` with the strategies of :mod:`lexray.train.strategies` (ddp / fsdp / deepspeed). The phase
-is :class:`AdaptationPhase`'s step functions run by the one phase runner (:func:`lexray.train.runner.run_phase`):
+is :class:`AdaptationPhase`'s step functions (a :class:`MaskedLMPhase`, shared with CAI's continual
+pre-training) run by the one phase runner (:func:`lexray.train.runner.run_phase`):
 checkpoints (:class:`lexray.train.checkpoint.TrainerState` + the strategy's files) every
 ``train.checkpoint_every`` steps; re-running with the same name resumes.
 
@@ -95,36 +96,50 @@ def mlm_texts(dataset: str, max_docs: int | None = None) -> list[str]:
     return [d.full_text for d in iter_corpus(dataset, max_docs=max_docs)]
 
 
-class AdaptationPhase(PhaseSteps):
-    """The adaptation's step functions for :func:`lexray.train.runner.run_phase` (one phase named ``vt-adapt``).
+class MaskedLMPhase(PhaseSteps):
+    """The masked-LM step functions for :func:`lexray.train.runner.run_phase`, shared by VT's adaptation
+    (:class:`AdaptationPhase`) and CAI's continual pre-training (:class:`lexray.vocab.domain.ContinualMLMPhase`).
 
-    Builds on every worker: the migrated encoder from ``init_dir`` (with ``vt_alignment.json``: which target
-    tokens are new), the masking weights ω, the frozen backbone, the MLM texts, the step sampler (seed
-    ``train.seed``) and the strategy. Step ``i``'s masks come from a generator seeded by (seed, i, rank,
-    micro-batch), so a resumed run masks as the uninterrupted one did.
+    Builds on every worker: the encoder from ``init_dir``, the subclass's :meth:`prepare` (masking weights ω,
+    which parameters train, the objective), the texts, the step sampler (seed ``train.seed``) and the strategy.
+    Step ``i``'s masks come from a generator seeded by (seed, i, rank, micro-batch), so a resumed run masks as the
+    uninterrupted one did. Masking is :func:`lexray.vocab.masking.omc_mask` (80/10/10); with uniform ω it is
+    BERT's: every non-special position masked with probability ``mask_rate``.
+
+    Subclasses set ``name`` (the phase), ``out_name`` (the model folder under ``<run_dir>/models``) and implement
+    :meth:`section` (the config section with max_steps, lr, weight_decay, warmup_steps, global_batch_size,
+    grad_accum, max_length, mask_rate), :meth:`prepare` and :meth:`load_texts`.
     """
 
-    name = "vt-adapt"
+    name = "mlm"
+    out_name = "mlm"
+
+    @staticmethod
+    def section(cfg):
+        """The phase's config section."""
+        raise NotImplementedError
+
+    def prepare(self, enc, init_dir: str) -> tuple[torch.Tensor, str]:
+        """Freeze what does not train; returns (ω over the vocabulary (|V|,) float32, objective mlm|mntp)."""
+        raise NotImplementedError
+
+    def load_texts(self, cfg) -> list[str]:
+        """The training texts (every worker reads them)."""
+        raise NotImplementedError
 
     def __init__(self, cfg, init_dir: str, device: torch.device):
         from lexray.data.collate import StepSampler
         from lexray.models import SparseEncoder
         from lexray.train.strategies import make_strategy, rank, world_size
 
-        ac, tc = cfg.vt.adapt, cfg.train
-        self.cfg, self.init_dir, self.device = cfg, init_dir, device
+        ac, tc = self.section(cfg), cfg.train
+        self.cfg, self.ac, self.init_dir, self.device = cfg, ac, init_dir, device
         self.rank, W = rank(), world_size()
         enc = SparseEncoder.from_pretrained(init_dir, dtype=cfg.model.dtype)
-        meta = json.loads((Path(init_dir) / "vt_alignment.json").read_text())
-        is_new = np.asarray(meta["is_new"], dtype=bool)
-        self.tok = tok = enc.tokenizer
-        self.omega = token_weights(is_new, ac.new_token_weight, tok.all_special_ids)
-        objective = resolve_objective(ac.objective, enc.settings.kind)
-        trainable = freeze_for_adaptation(enc.backbone, ac.train_output_head)
-        if self.rank == 0:
-            print(f"[lexray] vt-adapt: objective {objective}, trainable {trainable}", flush=True)
+        self.tok = enc.tokenizer
+        self.omega, objective = self.prepare(enc, init_dir)
         self.module = MaskedLMObjective(enc.backbone, enc.settings.kind, objective)
-        self.texts = mlm_texts(ac.dataset or cfg.data.dataset, ac.max_docs)
+        self.texts = self.load_texts(cfg)
         self.sampler = StepSampler(len(self.texts), ac.global_batch_size, W, ac.grad_accum, seed=tc.seed)
         self.total = ac.max_steps
         self.strategy = make_strategy(
@@ -135,8 +150,8 @@ class AdaptationPhase(PhaseSteps):
             bf16=tc.bf16 and device.type == "cuda")
 
     def step(self, step: int) -> dict:
-        """Mask this worker's micro-batches (Overlap-Aware Masking Curriculum), accumulate, one optimizer step."""
-        ac, seed, tok, device = self.cfg.vt.adapt, self.cfg.train.seed, self.tok, self.device
+        """Mask this worker's micro-batches, accumulate, one optimizer step."""
+        ac, seed, tok, device = self.ac, self.cfg.train.seed, self.tok, self.device
         epoch, s = self.sampler.position(step)
         mbs = self.sampler.micro_batches(epoch, s, self.rank)
         loss_sum, masked = 0.0, 0
@@ -160,15 +175,15 @@ class AdaptationPhase(PhaseSteps):
         ``examples_per_s``, ``wall_time``."""
         return {"phase": 0.0, "step": float(done), "loss": out["loss"], "lr": self.strategy.lr(),
                 "grad_norm": out["grad_norm"], "masked": float(out["masked"]),
-                "examples_per_s": self.cfg.vt.adapt.global_batch_size / max(elapsed, 1e-9), "wall_time": time.time()}
+                "examples_per_s": self.ac.global_batch_size / max(elapsed, 1e-9), "wall_time": time.time()}
 
     def console_line(self, m: dict) -> str:
-        """``[lexray] vt-adapt step <done>/<total> mlm loss … lr … masked … ex/s``."""
-        return (f"[lexray] vt-adapt step {int(m['step'])}/{self.total} mlm loss {m['loss']:.4f} lr {m['lr']:.2e} "
-                f"masked {m['masked']:.0f} {m['examples_per_s']:.1f} ex/s")
+        """``[lexray] <name> step <done>/<total> mlm loss … lr … masked … ex/s``."""
+        return (f"[lexray] {self.name} step {int(m['step'])}/{self.total} mlm loss {m['loss']:.4f} "
+                f"lr {m['lr']:.2e} masked {m['masked']:.0f} {m['examples_per_s']:.1f} ex/s")
 
     def save(self, state_dict: dict[str, torch.Tensor], out_dir: Path) -> None:
-        """Load the trained backbone weights into a fresh copy of the migrated encoder and save it.
+        """Load the trained backbone weights into a fresh copy of the ``init_dir`` encoder and save it.
 
         Raises:
             RuntimeError: the state dict does not match the model.
@@ -185,13 +200,41 @@ class AdaptationPhase(PhaseSteps):
 
             shutil.rmtree(out_dir)
         final.save_pretrained(out_dir)
-        print(f"[lexray] vt-adapt done: {out_dir}", flush=True)
+        print(f"[lexray] {self.name} done: {out_dir}", flush=True)
 
 
-def run_adaptation_phase(cfg, init_dir: str, run_dir: Path, reporter, device: torch.device | None = None):
-    """The adaptation (every worker) on the phase runner: returns the final :class:`TrainerState`
-    (``model_dir`` = the adapted encoder, saved by rank 0 under ``<run_dir>/models/vt-adapted``). Checkpoints
-    do not carry a model: the caller names ``init_dir`` on every run, and a resumed run starts from it."""
+class AdaptationPhase(MaskedLMPhase):
+    """VT's adaptation (one phase named ``vt-adapt``): embedding-only, Overlap-Aware Masking Curriculum over the
+    migrated encoder's ``vt_alignment.json`` (which target tokens are new), texts of ``vt.adapt.dataset``."""
+
+    name = "vt-adapt"
+    out_name = "vt-adapted"
+
+    @staticmethod
+    def section(cfg):
+        return cfg.vt.adapt
+
+    def prepare(self, enc, init_dir: str) -> tuple[torch.Tensor, str]:
+        ac = self.ac
+        meta = json.loads((Path(init_dir) / "vt_alignment.json").read_text())
+        is_new = np.asarray(meta["is_new"], dtype=bool)
+        omega = token_weights(is_new, ac.new_token_weight, enc.tokenizer.all_special_ids)
+        objective = resolve_objective(ac.objective, enc.settings.kind)
+        trainable = freeze_for_adaptation(enc.backbone, ac.train_output_head)
+        if self.rank == 0:
+            print(f"[lexray] vt-adapt: objective {objective}, trainable {trainable}", flush=True)
+        return omega, objective
+
+    def load_texts(self, cfg) -> list[str]:
+        return mlm_texts(self.ac.dataset or cfg.data.dataset, self.ac.max_docs)
+
+
+def run_mlm_phase(phase_cls: type[MaskedLMPhase], cfg, init_dir: str, run_dir: Path, reporter,
+                  device: torch.device | None = None):
+    """A :class:`MaskedLMPhase` (every worker) on the phase runner: returns the final :class:`TrainerState`
+    (``model_dir`` = the trained encoder, saved by rank 0 under ``<run_dir>/models/<phase_cls.out_name>``).
+    Checkpoints do not carry a model: the caller names ``init_dir`` on every run, and a resumed run starts
+    from it."""
     from lexray.train.checkpoint import TrainerState
     from lexray.train.metrics import MetricsSink
     from lexray.train.runner import resume_state, run_phase, worker_device
@@ -208,31 +251,36 @@ def run_adaptation_phase(cfg, init_dir: str, run_dir: Path, reporter, device: to
 
     sink = MetricsSink(run_dir, enabled=rank() == 0, tensorboard=False)
     try:
-        return run_phase(lambda: AdaptationPhase(cfg, init_dir, device), state, reporter, sink,
-                         run_dir / "models" / "vt-adapted", end, log_every=cfg.train.log_every,
+        return run_phase(lambda: phase_cls(cfg, init_dir, device), state, reporter, sink,
+                         run_dir / "models" / phase_cls.out_name, end, log_every=cfg.train.log_every,
                          checkpoint_every=cfg.train.checkpoint_every)
     finally:
         sink.close()
 
 
-def adapt_func(config: dict) -> None:
-    """Ray Train worker entry point: ``{"cfg": LexrayConfig JSON, "init_dir": str, "run_dir": str}``."""
+def mlm_func(config: dict) -> None:
+    """Ray Train worker entry point: ``{"cfg": LexrayConfig JSON, "phase": "module:Class", "init_dir": str,
+    "run_dir": str}``."""
+    import importlib
+
     from lexray.config import LexrayConfig
     from lexray.console import quiet_ray_train_reports
     from lexray.train.loop import set_cpu_threads
     from lexray.train.runner import RayReporter
 
     cfg = LexrayConfig.model_validate(config["cfg"])
+    module, cls = config["phase"].split(":")
+    phase_cls = getattr(importlib.import_module(module), cls)
     quiet_ray_train_reports()
     set_cpu_threads(cfg)
     torch.manual_seed(cfg.train.seed)
-    run_adaptation_phase(cfg, config["init_dir"], Path(config["run_dir"]), RayReporter())
+    run_mlm_phase(phase_cls, cfg, config["init_dir"], Path(config["run_dir"]), RayReporter())
 
 
-def run_adaptation(cfg, init_dir: str | os.PathLike, storage_path: str | os.PathLike, name: str = "vt-adapt"
-                   ) -> Path:
-    """Run the adaptation on a Ray Train ``TorchTrainer`` (``train.num_workers``, ``train.strategy``, CPUs/GPUs
-    as for the other jobs); returns the adapted encoder's folder. Same name + storage path = resume."""
+def run_mlm(cfg, phase_cls: type[MaskedLMPhase], init_dir: str | os.PathLike, storage_path: str | os.PathLike,
+            name: str) -> Path:
+    """Run a :class:`MaskedLMPhase` on a Ray Train ``TorchTrainer`` (``train.num_workers``, ``train.strategy``,
+    CPUs/GPUs as for the other jobs); returns the trained encoder's folder. Same name + storage path = resume."""
     from lexray.ray_utils import init_ray
     from lexray.train.loop import torch_trainer
 
@@ -240,22 +288,34 @@ def run_adaptation(cfg, init_dir: str | os.PathLike, storage_path: str | os.Path
     storage = Path(storage_path).resolve()
     run_dir = storage / name / "lexray"
     run_dir.mkdir(parents=True, exist_ok=True)
-    trainer = torch_trainer(cfg, adapt_func, {"cfg": cfg.model_dump(mode="json"), "init_dir": str(init_dir),
-                                              "run_dir": str(run_dir)}, name, str(storage))
+    trainer = torch_trainer(cfg, mlm_func, {"cfg": cfg.model_dump(mode="json"), "init_dir": str(init_dir),
+                                            "phase": f"{phase_cls.__module__}:{phase_cls.__qualname__}",
+                                            "run_dir": str(run_dir)}, name, str(storage))
     result = trainer.fit()
     metrics = dict(result.metrics or {})
     if metrics.get("model_dir"):
         return Path(metrics["model_dir"])
-    return run_dir / "models" / "vt-adapted"
+    return run_dir / "models" / phase_cls.out_name
 
 
-def adapt_local(cfg, init_dir: str | os.PathLike, run_dir: str | os.PathLike) -> Path:
-    """The same loop in this process without Ray (tests, debugging); returns the adapted encoder's folder."""
+def mlm_local(cfg, phase_cls: type[MaskedLMPhase], init_dir: str | os.PathLike, run_dir: str | os.PathLike) -> Path:
+    """The same phase in this process without Ray (tests, debugging); returns the trained encoder's folder."""
     from lexray.train.runner import LocalReporter
 
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(cfg.train.seed)
-    state = run_adaptation_phase(cfg, str(init_dir), run_dir, LocalReporter(run_dir / "checkpoints"),
-                                 device=torch.device("cpu"))
+    state = run_mlm_phase(phase_cls, cfg, str(init_dir), run_dir, LocalReporter(run_dir / "checkpoints"),
+                          device=torch.device("cpu"))
     return Path(state.model_dir)
+
+
+def run_adaptation(cfg, init_dir: str | os.PathLike, storage_path: str | os.PathLike, name: str = "vt-adapt"
+                   ) -> Path:
+    """VT's adaptation on Ray Train (:func:`run_mlm` with :class:`AdaptationPhase`)."""
+    return run_mlm(cfg, AdaptationPhase, init_dir, storage_path, name)
+
+
+def adapt_local(cfg, init_dir: str | os.PathLike, run_dir: str | os.PathLike) -> Path:
+    """VT's adaptation in this process (:func:`mlm_local` with :class:`AdaptationPhase`)."""
+    return mlm_local(cfg, AdaptationPhase, init_dir, run_dir)
