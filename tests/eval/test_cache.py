@@ -17,7 +17,7 @@ def make_cfg(tmp_path, **over) -> LexrayConfig:
                      "doc_max_length": 32, "query_max_length": 16},
            "data": {"dataset": "shared:datasets/scifact", "max_docs": 40},
            "encode": {"backend": "local", "batch_size": 8},
-           "eval": {"top_k": 10, "cache_dir": str(tmp_path / "cache")}}
+           "eval": {"top_k": 10, "metrics": ["nDCG@10", "MRR@10"], "cache_dir": str(tmp_path / "cache")}}
     for k, v in over.items():
         cfg[k] = {**cfg.get(k, {}), **v}
     return LexrayConfig.model_validate(cfg)
