@@ -85,7 +85,7 @@ def test_query_side_weighting_equals_document_side_weighting(slice_):
     """Σ_t (q_t·w_t)·d_t on the plain index = Σ_t q_t·(w_t·d_t) on an index of weighted documents (Eq. 7)."""
     d, (t, w) = slice_["dir"], slice_["doc"]
     wt = weighting.term_weights(slice_["df"], slice_["n"], "idf")
-    _write(d / "weighted-shards", [x.doc_id for x in slice_["docs"]], t, [x * wt[i] for i, x in zip(t, w)])
+    _write(d / "weighted-shards", [x.doc_id for x in slice_["docs"]], t, [x * wt[i] for i, x in zip(t, w, strict=True)])
     build_index(d / "weighted-shards", d / "weighted-index", vocab_size=len(wt), show_progress=False)
     q_t, q_w = slice_["splade"]
     s1, i1 = ExactSearcher(d / "index").search(q_t, weighting.weight_queries(q_t, q_w, wt), k=10)
@@ -118,7 +118,8 @@ def test_weighted_bow_queries_rank_alike_on_exact_lucene_and_seismic(slice_):
     run_l = lucene.weight_scores(lucene.impact_search(d / "lucene", qids, q_t, q_w, k=10, show_progress=False),
                                  d / "lucene", qids, q_w)
     doc_scale = json.loads((d / "index" / "stats.json").read_text())["max_weight"]
-    exact_score = {q: dict(zip(exact.doc_ids[e_i[n][e_i[n] >= 0]], e_s[n][e_i[n] >= 0])) for n, q in enumerate(qids)}
+    exact_score = {q: dict(zip(exact.doc_ids[e_i[n][e_i[n] >= 0]], e_s[n][e_i[n] >= 0], strict=True))
+                   for n, q in enumerate(qids)}
     for n, q in enumerate(qids):
         b = _bound(q_w[n], doc_scale, float(q_w[n].max()), doc_scale)
         tenth = e_s[n][9]
@@ -129,7 +130,7 @@ def test_weighted_bow_queries_rank_alike_on_exact_lucene_and_seismic(slice_):
                           query_cut=10_000, heap_factor=1.0, n_threads=1)
     s_s, s_i = sei.search(q_t, q_w, k=10)
     np.testing.assert_allclose(s_s, e_s[:, :10], rtol=1e-4)
-    assert np.mean([len(set(a) & set(b)) / 10 for a, b in zip(s_i, e_i[:, :10])]) >= 0.99
+    assert np.mean([len(set(a) & set(b)) / 10 for a, b in zip(s_i, e_i[:, :10], strict=True)]) >= 0.99
     slice_["runs"] = {"exact": run_from_topk(qids, e_s[:, :10], e_i[:, :10], exact.doc_ids), "lucene": run_l,
                       "seismic": run_from_topk(qids, s_s, s_i, exact.doc_ids)}
 

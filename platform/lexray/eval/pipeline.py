@@ -96,11 +96,8 @@ def evaluate_sparse(cfg: LexrayConfig, out_dir: str | Path, backend: Backend | N
             from ``cfg.model`` by the Ray Data pipeline, so pass a saved checkpoint path in ``cfg.model``).
         index_dir: search this already built index (e.g. a collection store's version, resolved once with
             ``lexray.store.resolve_current``) instead of encoding and indexing the corpus; exact backend only.
-        hybrid: ``"bm25"``: also fuse each backend's run with a BM25 run (``cfg.hybrid``, lexray.index.fusion);
-            the fused rows are the headline and their retriever names carry "hybrid" (see :func:`_hybrid`).
-
-    ``cfg.index.doc_weighting`` (CAI's IDF weighting) multiplies the query weights by the collection's term
-    weights before every backend searches (lexray.index.weighting says why the query side).
+        hybrid: ``"bm25"``: also fuse each backend's run with BM25 (``cfg.hybrid``; :func:`_hybrid`). With
+            ``cfg.index.doc_weighting`` every backend searches IDF-weighted queries (:func:`_weight_queries`).
 
     Returns:
         the metrics.json content: ``{"dataset", "retriever", "split", "n_queries", "metrics", "efficiency"}``.
@@ -110,7 +107,6 @@ def evaluate_sparse(cfg: LexrayConfig, out_dir: str | Path, backend: Backend | N
             no ``index_dir``).
     """
     from lexray.eval.report import write_metrics_json
-    from lexray.eval.runs import run_tag
     from lexray.models import load_encoder
 
     if encoder is None or index_dir is None:
@@ -135,19 +131,40 @@ def evaluate_sparse(cfg: LexrayConfig, out_dir: str | Path, backend: Backend | N
     t0 = time.perf_counter()
     q_ids, q_ws = enc.encode_sparse([queries[q] for q in qids], "query", batch_size=cfg.eval.query_batch_size)
     q_encode_s = time.perf_counter() - t0
+    efficiency: dict = {}
     if cfg.index.doc_weighting != "none":
         q_ws = _weight_queries(cfg, enc, dataset, index, out if index_dir is not None else index, q_ids, q_ws)
+        efficiency["doc_weighting"] = f"{cfg.index.doc_weighting} ({cfg.index.idf_source})"
     # 4. search
-    results: dict[str, dict] = {}
-    runs: dict[str, dict] = {}
-    efficiency: dict = {
+    efficiency.update({
         "avg_query_nnz": float(np.mean([len(i) for i in q_ids])) if qids else 0.0,
         "query_encode_qps": len(qids) / max(q_encode_s, 1e-9),
         "index_build_seconds": index_s,
-    }
+    })
     efficiency.update(_encode_efficiency(manifest))
     efficiency.update(_index_efficiency(stats, index))
-    queries_enc = (qids, q_ids, q_ws)
+    results, runs = _search_backends(cfg, out, index, backend, enc, {q: queries[q] for q in qids},
+                                     (qids, q_ids, q_ws), qrels, efficiency, retriever_name)
+    name = retriever_name or str(cfg.model.name_or_path or "random-init")
+    if hybrid is not None:
+        return _hybrid(cfg, out, dataset, {q: queries[q] for q in qids}, runs, results, qrels, efficiency, name)
+    headline = results.get("seismic") or results.get("exact") or results["lucene"]
+    if len(results) > 1:
+        efficiency["backends"] = results
+    return write_metrics_json(out, dataset=_dataset_name(dataset), retriever=name, split=cfg.data.split,
+                              n_queries=len(qrels), metrics=headline, efficiency=efficiency)
+
+
+def _search_backends(cfg: LexrayConfig, out: Path, index: Path, backend: str, enc, topics: dict[str, str],
+                     queries_enc: tuple, qrels: dict, efficiency: dict, retriever_name: str | None
+                     ) -> tuple[dict, dict]:
+    """Step 4 of :func:`evaluate_sparse`: search every requested backend; ``(mean metrics, run)`` per backend
+    (Seismic first: it is the headline when it runs)."""
+    from lexray.eval.runs import run_tag
+
+    results: dict[str, dict] = {}
+    runs: dict[str, dict] = {}
+    qids, q_ids, q_ws = queries_enc
     if backend in ("exact", "both", "seismic"):
         searcher, results["exact"], runs["exact"] = _search_exact(cfg, out, index, queries_enc, qrels, efficiency,
                                                                   run_tag(retriever_name or "lexray-exact"))
@@ -156,19 +173,9 @@ def evaluate_sparse(cfg: LexrayConfig, out_dir: str | Path, backend: Backend | N
                                       run_tag(retriever_name or "lexray-seismic"))
         results = {"seismic": m, **results}
     if backend in ("lucene", "both"):
-        results["lucene"], runs["lucene"] = _search_lucene(
-            cfg, out, enc, {q: queries[q] for q in qids}, queries_enc, qrels, efficiency,
-            run_tag(retriever_name or "lexray-lucene"))
-    name = retriever_name or str(cfg.model.name_or_path or "random-init")
-    if cfg.index.doc_weighting != "none":
-        efficiency["doc_weighting"] = f"{cfg.index.doc_weighting} ({cfg.index.idf_source})"
-    if hybrid is not None:
-        return _hybrid(cfg, out, dataset, {q: queries[q] for q in qids}, runs, results, qrels, efficiency, name)
-    headline = results.get("seismic") or results.get("exact") or results["lucene"]
-    if len(results) > 1:
-        efficiency["backends"] = results
-    return write_metrics_json(out, dataset=_dataset_name(dataset), retriever=name, split=cfg.data.split,
-                              n_queries=len(qrels), metrics=headline, efficiency=efficiency)
+        results["lucene"], runs["lucene"] = _search_lucene(cfg, out, enc, topics, queries_enc, qrels, efficiency,
+                                                           run_tag(retriever_name or "lexray-lucene"))
+    return results, runs
 
 
 def _weight_queries(cfg: LexrayConfig, enc, dataset: Path, index: Path, record_dir: Path, q_ids, q_ws) -> list:
