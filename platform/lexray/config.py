@@ -386,6 +386,13 @@ class IndexConfig(_Section):
         False, description="keep the JsonVectorCollection export (lucene.collection/ beside lucene/)")
     threads: int | None = None
     temp_directory: str | None = None
+    doc_weighting: Literal["none", "idf", "sqrt_idf"] = Field(
+        "none", description="CAI document weighting (arXiv:2211.03988 §3.2.2, Eq. 6-7): idf = log(N / N_t), 1 where "
+        "N_t = 0 (the paper's); sqrt_idf = its square root (CAI's public code's default). Applied at search time "
+        "on the query side, which equals weighting documents (lexray.index.weighting)")
+    idf_source: Literal["tokens", "postings"] = Field(
+        "tokens", description="N_t of doc_weighting: tokens = documents whose text contains token t (the paper's; "
+        "tokenized with the encoder's tokenizer, untruncated); postings = the term's posting count in the index")
 
 
 class SeismicConfig(_Section):
@@ -428,6 +435,27 @@ class EvalConfig(_Section):
         if deeper:
             raise ValueError(f"eval.top_k={self.top_k} is below the cut-off of eval.metrics {', '.join(deeper)}: "
                              f"set eval.top_k >= {max(k for _, k in cuts)} or drop those metrics")
+        return self
+
+
+class HybridConfig(_Section):
+    """Fusion of the sparse run with BM25 (``lexray evaluate --hybrid bm25``; CAI arXiv:2211.03988 §3.3, Eq. 8-9;
+    lexray.index.fusion, through ranx)."""
+
+    method: Literal["sum", "minmax", "zscore", "rrf"] = Field(
+        "sum", description="sum = the paper's BM25 + sparse over the union of both lists (missing = 0); minmax / "
+        "zscore = ranx min-max / zmuv normalization first; rrf = ranx reciprocal rank fusion")
+    weight: float | None = Field(None, ge=0, le=1, description="α, the sparse run's share: (1-α)·BM25 + α·sparse; "
+                                 "None = 0.5 (ranks as the paper's plain sum); not allowed with rrf")
+    depth: int | None = Field(None, ge=1, description="each list is cut to this many documents before fusing "
+                              "(None = eval.top_k; CAI's code used 100)")
+    rrf_k: int = Field(60, ge=1, description="k of RRF's 1/(k + rank)")
+
+    @model_validator(mode="after")
+    def _rrf_unweighted(self) -> HybridConfig:
+        if self.method == "rrf" and self.weight is not None:
+            raise ValueError("hybrid.weight: ranx's rrf is unweighted; leave hybrid.weight unset with "
+                             "hybrid.method=rrf")
         return self
 
 
@@ -561,6 +589,7 @@ class LexrayConfig(_Section):
     encode: EncodeConfig = Field(default_factory=EncodeConfig)
     index: IndexConfig = Field(default_factory=IndexConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
+    hybrid: HybridConfig = Field(default_factory=HybridConfig)
     vt: VTConfig = Field(default_factory=VTConfig)
     cai: CaiConfig = Field(default_factory=CaiConfig)
     store: StoreConfig = Field(default_factory=StoreConfig)

@@ -5,6 +5,8 @@
     lexray evaluate --retriever bm25 --dataset ../shared/datasets/scifact --out DIR
     lexray evaluate --model M --dataset D --out DIR --backend both     # exact and Lucene impact index rows
     lexray evaluate --model M --dataset D --out DIR2 --baseline DIR    # per-query wins/ties/losses + paired test
+    lexray evaluate --model M --dataset D --out DIR --hybrid bm25      # + BM25 fusion (hybrid.method, .weight)
+    lexray evaluate --model M --dataset D --out DIR --set index.doc_weighting=idf   # CAI IDF weighting
 
 Per collection: encodes the corpus with Ray Data (reusing complete shards), builds the DuckDB inverted index,
 searches exactly (or with the Lucene impact index), evaluates with pytrec_eval (nDCG@10, MRR@10, R@100, R@1000)
@@ -45,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="search backend (eval.backend); seismic is approximate and reports recall@10 vs exact")
     ap.add_argument("--store", help="evaluate the current version of a collection store (lexray reencode); "
                                     "current is resolved once, so a concurrent switch does not change the run")
+    ap.add_argument("--hybrid", choices=["bm25"], help="also fuse the sparse run with BM25 (CAI §3.3; "
+                    "hybrid.method sum|minmax|zscore|rrf, hybrid.weight; docs/hybrid.md); the fused rows lead")
     ap.add_argument("--baseline", help="output folder of an earlier evaluate run to compare with per query")
     ap.add_argument("--test", choices=["t-test", "fisher"], default="t-test",
                     help="paired significance test against --baseline (ranx)")
@@ -85,7 +89,9 @@ def rows_of(record: dict) -> list[dict]:
     backends = record.get("efficiency", {}).get("backends")
     if not backends:
         return [record]
-    return [{**record, "retriever": f"{record['retriever']} ({name})", "metrics": m} for name, m in backends.items()]
+    names = record.get("efficiency", {}).get("backend_retrievers") or {}
+    return [{**record, "retriever": names.get(name, f"{record['retriever']} ({name})"), "metrics": m}
+            for name, m in backends.items()]
 
 
 def average_rows(rows: list[dict], metrics: list[str]) -> list[dict]:
@@ -124,6 +130,8 @@ def main(argv: list[str] | None = None) -> dict:
     dirs = _out_dirs(out, datasets)
     if args.retriever == "sparse":
         validate_model(cfg.model)
+    elif args.hybrid:
+        raise ValueError("--hybrid bm25 fuses a sparse model's run with BM25: use it with --retriever sparse")
     store_index = None
     if args.store:
         if len(datasets) > 1 or args.retriever != "sparse":
@@ -142,7 +150,7 @@ def main(argv: list[str] | None = None) -> dict:
     for ds, d_out in zip(datasets, dirs, strict=True):
         cfg_d = cfg.model_copy(update={"data": cfg.data.model_copy(update={"dataset": str(ds)})})
         rec = (evaluate_bm25(cfg_d, d_out) if args.retriever == "bm25"
-               else evaluate_sparse(cfg_d, d_out, index_dir=store_index))
+               else evaluate_sparse(cfg_d, d_out, index_dir=store_index, hybrid=args.hybrid))
         write_markdown(d_out / "metrics.md", rows_of(rec), metrics=list(cfg.eval.metrics), efficiency=EFFICIENCY)
         records.append(rec)
 

@@ -81,7 +81,8 @@ def _dir_bytes(path: Path) -> int:
 
 
 def evaluate_sparse(cfg: LexrayConfig, out_dir: str | Path, backend: Backend | None = None,
-                    encoder=None, retriever_name: str | None = None, index_dir: str | Path | None = None) -> dict:
+                    encoder=None, retriever_name: str | None = None, index_dir: str | Path | None = None,
+                    hybrid: Literal["bm25"] | None = None) -> dict:
     """Evaluate a sparse encoder (``cfg.model``, or an already loaded ``encoder``) on ``cfg.data``.
 
     Args:
@@ -96,6 +97,8 @@ def evaluate_sparse(cfg: LexrayConfig, out_dir: str | Path, backend: Backend | N
             given (``cfg.encode.output_vocab`` applies to ``cfg.model`` only).
         index_dir: search this already built index (e.g. a collection store's version, resolved once with
             ``lexray.store.resolve_current``) instead of encoding and indexing the corpus; exact backend only.
+        hybrid: ``"bm25"``: also fuse each backend's run with BM25 (``cfg.hybrid``; :func:`_hybrid`). With
+            ``cfg.index.doc_weighting`` every backend searches IDF-weighted queries (:func:`_weight_queries`).
 
     Returns:
         the metrics.json content: ``{"dataset", "retriever", "split", "n_queries", "metrics", "efficiency"}``.
@@ -105,7 +108,6 @@ def evaluate_sparse(cfg: LexrayConfig, out_dir: str | Path, backend: Backend | N
             no ``index_dir``).
     """
     from lexray.eval.report import write_metrics_json
-    from lexray.eval.runs import run_tag
     from lexray.models import load_encoder
 
     if encoder is None or index_dir is None:
@@ -132,29 +134,26 @@ def evaluate_sparse(cfg: LexrayConfig, out_dir: str | Path, backend: Backend | N
     t0 = time.perf_counter()
     q_ids, q_ws = enc.encode_sparse([queries[q] for q in qids], "query", batch_size=cfg.eval.query_batch_size)
     q_encode_s = time.perf_counter() - t0
+    efficiency: dict = {}
+    if cfg.index.doc_weighting != "none":
+        q_ws = _weight_queries(cfg, enc, dataset, index, out if index_dir is not None else index, q_ids, q_ws)
+        efficiency["doc_weighting"] = f"{cfg.index.doc_weighting} ({cfg.index.idf_source})"
     # 4. search
-    results: dict[str, dict] = {}
-    efficiency: dict = {
+    efficiency.update({
         "avg_query_nnz": float(np.mean([len(i) for i in q_ids])) if qids else 0.0,
         "query_encode_qps": len(qids) / max(q_encode_s, 1e-9),
         "index_build_seconds": index_s,
-    }
+    })
     efficiency.update(_encode_efficiency(manifest))
     efficiency.update(_index_efficiency(stats, index))
-    queries_enc = (qids, q_ids, q_ws)
-    if backend in ("exact", "both", "seismic"):
-        searcher, results["exact"] = _search_exact(cfg, out, index, queries_enc, qrels, efficiency,
-                                                   run_tag(retriever_name or "lexray-exact"))
-    if backend == "seismic":
-        results = {"seismic": _seismic(cfg, out, searcher, qids, q_ids, q_ws, qrels, efficiency,
-                                       run_tag(retriever_name or "lexray-seismic")), **results}
-    if backend in ("lucene", "both"):
-        results["lucene"] = _search_lucene(cfg, out, enc, {q: queries[q] for q in qids}, queries_enc, qrels,
-                                           efficiency, run_tag(retriever_name or "lexray-lucene"))
+    results, runs = _search_backends(cfg, out, index, backend, enc, {q: queries[q] for q in qids},
+                                     (qids, q_ids, q_ws), qrels, efficiency, retriever_name)
+    name = retriever_name or str(cfg.model.name_or_path or "random-init")
+    if hybrid is not None:
+        return _hybrid(cfg, out, dataset, {q: queries[q] for q in qids}, runs, results, qrels, efficiency, name)
     headline = results.get("seismic") or results.get("exact") or results["lucene"]
     if len(results) > 1:
         efficiency["backends"] = results
-    name = retriever_name or str(cfg.model.name_or_path or "random-init")
     return write_metrics_json(out, dataset=_dataset_name(dataset), retriever=name, split=cfg.data.split,
                               n_queries=len(qrels), metrics=headline, efficiency=efficiency)
 
@@ -215,6 +214,93 @@ def evaluate_dense(cfg: LexrayConfig, out_dir: str | Path, encoder=None, retriev
                               n_queries=len(qrels), metrics=headline, efficiency=efficiency)
 
 
+def _search_backends(cfg: LexrayConfig, out: Path, index: Path, backend: str, enc, topics: dict[str, str],
+                     queries_enc: tuple, qrels: dict, efficiency: dict, retriever_name: str | None
+                     ) -> tuple[dict, dict]:
+    """Step 4 of :func:`evaluate_sparse`: search every requested backend; ``(mean metrics, run)`` per backend
+    (Seismic first: it is the headline when it runs)."""
+    from lexray.eval.runs import run_tag
+
+    results: dict[str, dict] = {}
+    runs: dict[str, dict] = {}
+    qids, q_ids, q_ws = queries_enc
+    if backend in ("exact", "both", "seismic"):
+        searcher, results["exact"], runs["exact"] = _search_exact(cfg, out, index, queries_enc, qrels, efficiency,
+                                                                  run_tag(retriever_name or "lexray-exact"))
+    if backend == "seismic":
+        m, runs["seismic"] = _seismic(cfg, out, searcher, qids, q_ids, q_ws, qrels, efficiency,
+                                      run_tag(retriever_name or "lexray-seismic"))
+        results = {"seismic": m, **results}
+    if backend in ("lucene", "both"):
+        results["lucene"], runs["lucene"] = _search_lucene(cfg, out, enc, topics, queries_enc, qrels, efficiency,
+                                                           run_tag(retriever_name or "lexray-lucene"))
+    return results, runs
+
+
+def _weight_queries(cfg: LexrayConfig, enc, dataset: Path, index: Path, record_dir: Path, q_ids, q_ws) -> list:
+    """``q_t · w_t`` with the collection's term weights (CAI Eq. 6, ``cfg.index``; lexray.index.weighting); the
+    statistics are recorded in ``record_dir`` (the index folder, or ``out`` beside a store's published index)."""
+    from lexray.data import beir
+    from lexray.index import weighting
+
+    def texts():
+        return (d.full_text for d in beir.iter_corpus(dataset, on_error=cfg.data.on_error,
+                                                      max_docs=cfg.data.max_docs))
+
+    df, n = weighting.collection_stats(index, cfg.index.idf_source, tokenizer=enc.tokenizer, texts=texts,
+                                       corpus=f"{dataset} (max_docs={cfg.data.max_docs})", record_dir=record_dir)
+    return weighting.weight_queries(q_ids, q_ws, weighting.term_weights(df, n, cfg.index.doc_weighting))
+
+
+def _bm25_run(cfg: LexrayConfig, dataset: Path, out: Path, queries: dict[str, str], k: int) -> dict:
+    """BM25 (Anserini defaults k1=0.9, b=0.4) top-``k`` of ``queries`` over the first ``data.max_docs``
+    documents of ``dataset``, index in ``out/bm25-index``."""
+    from lexray.data import beir
+    from lexray.index import lucene
+
+    index_dir = out / "bm25-index"
+    lucene.build_bm25_index(beir.iter_id_text(dataset, on_error=cfg.data.on_error, max_docs=cfg.data.max_docs),
+                            index_dir, overwrite=True)
+    return lucene.bm25_search(index_dir, queries, k=k)
+
+
+def _hybrid(cfg: LexrayConfig, out: Path, dataset: Path, queries: dict[str, str], runs: dict[str, dict],
+            results: dict[str, dict], qrels: dict, efficiency: dict, name: str) -> dict:
+    """``--hybrid bm25``: fuse every backend's sparse run with one BM25 run (``cfg.hybrid``,
+    :func:`lexray.index.fusion.fuse_runs`), evaluate, write ``run.<split>[.<backend>].hybrid.trec`` and
+    ``run.<split>.bm25.trec``. The record's retriever is the fused one (:func:`fusion.hybrid_name`) and its
+    metrics the first backend's fused metrics; ``efficiency.backends`` holds every row (fused per backend,
+    sparse per backend, BM25) and ``efficiency.backend_retrievers`` their retriever names."""
+    from lexray.eval.metrics import evaluate
+    from lexray.eval.report import write_metrics_json, write_per_query
+    from lexray.eval.runs import run_tag, write_trec_run
+    from lexray.index.fusion import fuse_runs, hybrid_name
+
+    h = cfg.hybrid
+    depth = h.depth or cfg.eval.top_k
+    bm25 = _bm25_run(cfg, dataset, out, queries, depth)
+    split = cfg.data.split
+    write_trec_run(bm25, out / f"run.{split}.bm25.trec", tag="bm25")
+    fused_name = hybrid_name(name, h.method, h.weight)
+    rows: dict[str, dict] = {}
+    names: dict[str, str] = {}
+    for backend, run in runs.items():
+        fused = fuse_runs(run, bm25, method=h.method, weight=h.weight, depth=depth, rrf_k=h.rrf_k,
+                          k=cfg.eval.top_k)
+        res = evaluate(fused, qrels, cfg.eval.metrics, per_query=True)
+        sfx = "" if backend == "exact" else f".{backend}"
+        write_trec_run(fused, out / f"run.{split}{sfx}.hybrid.trec", tag=run_tag(f"hybrid-{h.method}"))
+        write_per_query(out / f"per_query.{split}{sfx}.hybrid.jsonl", res["per_query"])
+        rows[f"hybrid {backend}"], names[f"hybrid {backend}"] = res["mean"], f"{fused_name} [{backend}]"
+    for backend, m in results.items():
+        rows[backend], names[backend] = m, f"{name} [{backend}]"
+    rows["bm25"], names["bm25"] = evaluate(bm25, qrels, cfg.eval.metrics), "bm25"
+    efficiency.update(backends=rows, backend_retrievers=names,
+                      hybrid={**h.model_dump(), "depth": depth, "with": "bm25"})
+    return write_metrics_json(out, dataset=_dataset_name(dataset), retriever=fused_name, split=split,
+                              n_queries=len(qrels), metrics=next(iter(rows.values())), efficiency=efficiency)
+
+
 def _encode_and_index(cfg: LexrayConfig, dataset: Path, out: Path, index: Path) -> tuple:
     """Steps 1–2 of :func:`evaluate_sparse`: corpus → ``out/shards`` (Ray Data; resumes / reuses complete shards)
     → inverted index at ``index``. Returns ``(manifest, index stats, index build seconds)``."""
@@ -231,7 +317,7 @@ def _encode_and_index(cfg: LexrayConfig, dataset: Path, out: Path, index: Path) 
 def _search_exact(cfg: LexrayConfig, out: Path, index: Path, queries_enc: tuple, qrels: dict, efficiency: dict,
                   tag: str) -> tuple:
     """Exact top-k search of the encoded queries ``(qids, term ids, weights)``; writes the per-query metrics and
-    the TREC run, adds ``search_qps`` to ``efficiency``. Returns ``(searcher, mean metrics)``."""
+    the TREC run, adds ``search_qps`` to ``efficiency``. Returns ``(searcher, mean metrics, run)``."""
     from lexray.eval.metrics import evaluate
     from lexray.eval.report import write_per_query
     from lexray.eval.runs import write_trec_run
@@ -245,14 +331,15 @@ def _search_exact(cfg: LexrayConfig, out: Path, index: Path, queries_enc: tuple,
     res = evaluate(run, qrels, cfg.eval.metrics, per_query=True)
     write_per_query(out / f"per_query.{cfg.data.split}.jsonl", res["per_query"])
     write_trec_run(run, out / f"run.{cfg.data.split}.trec", tag=tag)
-    return searcher, res["mean"]
+    return searcher, res["mean"], run
 
 
 def _search_lucene(cfg: LexrayConfig, out: Path, enc, topics: dict[str, str], queries_enc: tuple, qrels: dict,
                    efficiency: dict, tag: str) -> dict:
     """Lucene impact index of ``out/shards`` (terms per ``cfg.index.lucene_tokens``), impact search of the
     encoded queries, per-query metrics, TREC run and topics file; adds ``lucene_*`` timings and size to
-    ``efficiency``. Returns the mean metrics."""
+    ``efficiency``. Returns the mean metrics and the run, its scores in weight units
+    (:func:`lexray.index.lucene.weight_scores`, for score fusion)."""
     from lexray.eval.metrics import evaluate
     from lexray.eval.report import write_per_query
     from lexray.eval.runs import write_trec_run
@@ -275,7 +362,7 @@ def _search_lucene(cfg: LexrayConfig, out: Path, enc, topics: dict[str, str], qu
     res = evaluate(run_l, qrels, cfg.eval.metrics, per_query=True)
     write_per_query(out / f"per_query.{cfg.data.split}.lucene.jsonl", res["per_query"])
     write_trec_run(run_l, out / f"run.{cfg.data.split}.lucene.trec", tag=tag)
-    return res["mean"]
+    return res["mean"], lucene.weight_scores(run_l, out / "lucene", qids, q_ws)
 
 
 def write_topics(path: Path, queries: dict[str, str]) -> Path:
@@ -288,7 +375,7 @@ def write_topics(path: Path, queries: dict[str, str]) -> Path:
 
 
 def _seismic(cfg: LexrayConfig, out: Path, exact, qids, q_ids, q_ws, qrels, efficiency: dict, tag: str) -> dict:
-    """Seismic over the same index: build, search, recall@10 against the exact top-10, metrics."""
+    """Seismic over the same index: build, search, recall@10 against the exact top-10. Returns (metrics, run)."""
     from lexray.eval.metrics import evaluate
     from lexray.eval.runs import write_trec_run
     from lexray.index.search import run_from_topk
@@ -308,7 +395,7 @@ def _seismic(cfg: LexrayConfig, out: Path, exact, qids, q_ids, q_ws, qrels, effi
     efficiency["seismic_settings"] = sc.model_dump()
     run = run_from_topk(qids, scores, idx, exact.doc_ids)
     write_trec_run(run, out / f"run.{cfg.data.split}.seismic.trec", tag=tag)
-    return evaluate(run, qrels, cfg.eval.metrics)
+    return evaluate(run, qrels, cfg.eval.metrics), run
 
 
 def _encode_efficiency(manifest) -> dict:

@@ -414,3 +414,22 @@ def impact_search(index_dir: str | os.PathLike, query_ids: Sequence[str], term_i
 
 
 _EXACT_LIMIT = float(1 << 22)
+
+
+def weight_scores(run: Run, index_dir: str | os.PathLike, query_ids: Sequence[str],
+                  weights: Sequence[np.ndarray]) -> Run:
+    """An impact search's run with scores back in weight units, ``Σ_t q_t·w_{t,d}`` (≈ the exact backend's).
+
+    :meth:`ImpactSearcher.search` (per-query scale) scores ``Σ_t q̂_t·î_{t,d}`` with ``q̂ = quantize(q, max q)``
+    and ``î = quantize(w, doc scale)``, so the score times ``(max q / L)·(doc scale / L)``, ``L = 2**bits - 1``,
+    is the dot product up to quantization. Fusion by raw score sum (lexray.index.fusion, ``sum``) needs it.
+    """
+    meta = json.loads((Path(index_dir) / IMPACT_META_FILE).read_text())
+    levels = float((1 << int(meta["bits"])) - 1)
+    doc = float(meta["scale"]) / levels
+    out: Run = {}
+    for qid, w in zip(query_ids, weights, strict=True):
+        qmax = float(np.max(w)) if len(w) else 0.0
+        f = doc * qmax / levels
+        out[qid] = {d: s * f for d, s in (run.get(qid) or {}).items()}
+    return out
