@@ -63,6 +63,7 @@ USER_ERRORS = {
     "migrate-vocab": (["--set", "vt.init=bogus"], 1, "vt.init: Input should be 'semantic'"),
     "vt-ablation": (["--rows", "native,no-such-row", "--dry-run"], 2, "unknown row(s) no-such-row; rows: native,"),
     "pyserini": (["os.path"], 1, "'os.path' is not a Pyserini module"),
+    "search": (["--index", "/no/such/index", "--query", "x"], 1, "--index /no/such/index: no such folder"),
 }
 
 
