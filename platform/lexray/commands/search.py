@@ -76,6 +76,10 @@ def read_queries(args: argparse.Namespace, stdin: Iterable[str] | None = None) -
     return out
 
 
+def _rate(x: float) -> str:
+    return f"{x:,.0f}" if x >= 10 else f"{x:.2f}"
+
+
 def _snippet(text: str | None, n: int) -> str:
     text = " ".join((text or "").split())
     return text if len(text) <= n else text[:n].rsplit(" ", 1)[0] + " …"
@@ -137,6 +141,7 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"{index.fields.n_missing} indexed documents are not in {index.fields.path} (no fields shown)",
               file=sys.stderr)
     index.encoder  # noqa: B018 - load the model now (or fail: none known); the speeds below exclude loading
+    index.prepare(args.backend)
     load_s = time.perf_counter() - t0
     tag = run_tag(f"lexray-{args.backend}")
     enc_s = search_s = 0.0
@@ -155,8 +160,8 @@ def main(argv: list[str] | None = None) -> dict:
     n = len(queries)
     summary = {"queries": n, "load_seconds": load_s, "encode_qps": n / max(enc_s, 1e-9),
                "search_qps": n / max(search_s, 1e-9)}
-    print(f"{n} queries: load {load_s:.1f} s, encode {summary['encode_qps']:,.0f} queries/s, search "
-          f"{summary['search_qps']:,.0f} queries/s ({args.backend}, k={args.k}, fields and explain included)",
-          file=sys.stderr)
+    print(f"{n} queries: load {load_s:.1f} s, encode {_rate(summary['encode_qps'])} queries/s, search "
+          f"{_rate(summary['search_qps'])} queries/s ({args.backend}, k={args.k}, fields"
+          f"{' and explanations' if args.explain else ''} included)", file=sys.stderr)
     index.close()
     return summary

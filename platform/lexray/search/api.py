@@ -256,6 +256,15 @@ class Index:
         with self._kernel_lock:  # also the first call, which picks the threading layer
             return self.searcher.search(ids, ws, k=k)
 
+    def prepare(self, backend: SearchBackend = "exact") -> None:
+        """Load now what the first search would load: the encoder (when a model is known), the corpus offsets and
+        the backend's searcher (the JVM and Lucene index, or the in-memory Seismic index)."""
+        if self._model is not None:
+            self.encoder  # noqa: B018 - loads it
+        self.fields  # noqa: B018
+        if backend != "exact":
+            self._other(backend)
+
     def _other(self, name: str):
         with self._lock:
             if name not in self._others:
