@@ -127,7 +127,7 @@ def test_cli_formats_and_training_layout(capsys, evaluated, tmp_path):
                    "--query", "smoking and lung cancer", "--k", "3", "--explain"])
     out = capsys.readouterr()
     assert rc == 0
-    assert out.out.count("query ") == 2 and "terms (query × document weight):" in out.out
+    assert sum(ln.startswith("query ") for ln in out.out.splitlines()) == 2 and "terms (query × document weight):" in out.out
     assert "queries/s" in out.err
     rc = cli.main(["search", "--index", str(evaluated / "index"), "--query", "vitamin D", "--format", "json"])
     rec = json.loads(capsys.readouterr().out.strip())
