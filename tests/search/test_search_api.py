@@ -25,12 +25,25 @@ from lexray.paths import REPO_ROOT
 N_DOCS = 200
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """One intra-op thread for the module: on a shared 2-core machine, two torch threads waiting on each other
+    encoded 2.9 queries/s against 131 with one (docs/search.md); the results do not depend on it."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def evaluated(tmp_path_factory, scifact_dir, splade_tiny_dir):
     """One evaluate run (exact backend) into a folder shared by the module's tests."""
     out = tmp_path_factory.mktemp("search") / "eval"
     rc = cli.main(["evaluate", "--model", str(splade_tiny_dir), "--dataset", str(scifact_dir), "--out", str(out),
-                   "--set", f"data.max_docs={N_DOCS}", "--set", "encode.backend=local"])
+                   "--set", f"data.max_docs={N_DOCS}", "--set", "encode.backend=local",
+                   "--set", "encode.torch_threads=1"])
     assert rc == 0
     return out
 
