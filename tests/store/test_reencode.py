@@ -126,7 +126,7 @@ def test_mutation_reencodes_only_changes_and_equals_a_scratch_build(corpus, scif
     qids, q_ids, q_ws = searcher_queries
     with open_index(store) as ix:
         assert ix.location.kind == "store" and ix.location.index_dir == resolve_current(store) / "index"
-        assert ix.location.model.name_or_path == "shared:models/splade-tiny"
+        assert Path(ix.location.model.name_or_path).name == "splade-tiny"
         hits = ix.search_vectors(q_ids[0], q_ws[0], k=10)
     assert same_topk([(h.doc_id, h.score) for h in hits], run_of(store, searcher_queries, k=10)[qids[0]])
     by_id = {d["_id"]: d for d in mutated}
