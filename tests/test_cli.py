@@ -66,6 +66,7 @@ USER_ERRORS = {
     "vt-ablation": (["--rows", "native,no-such-row", "--dry-run"], 2, "unknown row(s) no-such-row; rows: native,"),
     "adapt-domain": (["--set", "cai.expand.delta_v=0"], 1, "cai.expand.delta_v: Input should be greater than 0"),
     "pyserini": (["os.path"], 1, "'os.path' is not a Pyserini module"),
+    "search": (["--index", "/no/such/index", "--query", "x"], 1, "--index /no/such/index: no such folder"),
 }
 
 

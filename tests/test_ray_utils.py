@@ -43,3 +43,19 @@ def test_jvm_started_before_ray_survives_ray_init(scifact_dir, tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     assert "SAME 1109" in proc.stdout
 
+
+
+def test_closing_line_does_not_show_a_stopped_local_dashboard_as_live(monkeypatch):
+    """Issue 27: the closing lines printed the URL of the job's own Ray, which stops when the job exits. Its URL
+    is printed when Ray starts; at the end the line says it stops with the job. An attached cluster's URL (it
+    outlives the job) is still printed as is."""
+    from lexray import ray_utils
+
+    monkeypatch.setattr(ray_utils, "_LOCAL", {"dashboard": "http://127.0.0.1:8266"})
+    line = ray_utils.dashboard_closing_line()
+    assert line.startswith("Ray dashboard: http://127.0.0.1:8266 stops with this job")
+    monkeypatch.setattr(ray_utils, "_LOCAL", {"dashboard": None})  # local Ray without a dashboard
+    assert ray_utils.dashboard_closing_line() is None
+    monkeypatch.setattr(ray_utils, "_LOCAL", {})  # attached to a cluster
+    monkeypatch.setattr(ray_utils, "dashboard_url", lambda: "http://10.0.0.1:8265")
+    assert ray_utils.dashboard_closing_line() == "Ray dashboard: http://10.0.0.1:8265"

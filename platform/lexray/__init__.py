@@ -13,3 +13,20 @@ _os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 _os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
 
 __version__ = "0.1.0"
+
+
+# The search API, imported on first use so that `import lexray` stays light (no torch, numba or pyarrow).
+__all__ = ["Hit", "Index", "load_encoder", "open_index"]
+_LAZY = {"Hit", "Index", "MatchedTerm", "load_encoder", "open_index"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        from lexray.search import api
+
+        return getattr(api, name)
+    raise AttributeError(f"module 'lexray' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])

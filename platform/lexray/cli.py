@@ -46,6 +46,9 @@ COMMANDS: tuple[Command, ...] = (
     Command("evaluate", "lexray.commands.evaluate:main", "evaluate.py",
             "encode, index, search and score a model (or BM25) on one or more BEIR collections -> metrics "
             "table, metrics.json, per-query metrics"),
+    Command("search", "lexray.commands.search:main", "search.py",
+            "ask an index queries (text, a queries file or stdin) -> ranked doc ids, scores, titles, snippets; "
+            "--explain, --format text|json|trec"),
     Command("encode", "lexray.commands.encode:main", "encode_corpus.py",
             "encode a BEIR corpus into Parquet sparse shards with Ray Data (resumable)"),
     Command("index", "lexray.commands.index:main", "build_index.py",

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 log = logging.getLogger(__name__)
+
+_LOCAL: dict[str, str | None] = {}  # {"dashboard": url or None} once this process started its own Ray instance
 
 
 def init_ray(address: str | None = None, num_cpus: int | None = None, **kwargs):
@@ -44,6 +47,12 @@ def init_ray(address: str | None = None, num_cpus: int | None = None, **kwargs):
     try:
         ctx = _init(ray, address, num_cpus, kwargs)
         filter_ray_worker_logs()  # Ray's one known ERROR line from its own actors (lexray.console)
+        if started_locally():
+            # the local instance lives as long as this process: its dashboard is shown now, while it is live
+            _LOCAL["dashboard"] = url = dashboard_url()
+            if url:
+                print(f"Ray dashboard: {url} (this job's own Ray: live while the job runs)", file=sys.stderr,
+                      flush=True)
         return ctx
     finally:
         # ray.init enables Python's faulthandler in the driver when nobody did. If a JVM (Pyserini, via pyjnius) is
@@ -85,10 +94,48 @@ def _init(ray, address, num_cpus, kwargs):
                 log.warning("Ray's local instance failed to start (%s); retrying (%d/2)",
                             str(e).strip().splitlines()[0][:200] if str(e).strip() else type(e).__name__,
                             attempt + 1)
+        _LOCAL["dashboard"] = None
     else:
         kwargs.pop("include_dashboard", None)
         ctx = ray.init(address=address, **kwargs)
     return ctx
+
+
+def started_locally() -> bool:
+    """Whether this process started its own Ray instance (which stops when the process exits), rather than
+    attaching to a cluster that outlives it."""
+    return "dashboard" in _LOCAL
+
+
+def dashboard_url() -> str | None:
+    """The Ray dashboard URL of this process's Ray session (None if Ray is not initialised or has none)."""
+    try:
+        import ray
+
+        if not ray.is_initialized():
+            return None
+        url = getattr(ray.get_runtime_context(), "dashboard_url", None)
+        if not url:
+            from ray._private.worker import global_worker
+
+            url = getattr(global_worker.node, "webui_url", None) if global_worker.node else None
+        if url and not str(url).startswith("http"):
+            url = f"http://{url}"
+        return url or None
+    except Exception:  # noqa: BLE001 - only informative
+        return None
+
+
+def dashboard_closing_line() -> str | None:
+    """What a job's closing lines say about the dashboard: the URL of a cluster it attached to (still live),
+    or, for the job's own local Ray, that it stopped with the job (its URL was printed when Ray started).
+    None when this process used no Ray or Ray had no dashboard."""
+    if started_locally():
+        url = _LOCAL.get("dashboard")
+        return (f"Ray dashboard: {url} stops with this job (it was this job's own Ray; for one that stays up, "
+                f"`ray start --head` and set RAY_ADDRESS)") if url else None
+    url = dashboard_url()
+    return f"Ray dashboard: {url}" if url else None
 
 
 def _child_pids() -> set[int]:

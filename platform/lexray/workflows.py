@@ -145,6 +145,7 @@ def train_and_evaluate(cfg: LexrayConfig, evaluate: bool = True, zero_shot: bool
     if evaluate and result.model_dir is not None:
         ecfg = trained_model_config(cfg, result.model_dir)
         rows.append(evaluate_model(ecfg, out / "eval" / "trained", retriever_name=f"{cfg.name} (trained)"))
+        _eval_to_tensorboard(cfg, result, rows, zero_shot)
         if card:
             from lexray.models.card import update_model_card
 
@@ -156,6 +157,17 @@ def train_and_evaluate(cfg: LexrayConfig, evaluate: bool = True, zero_shot: bool
         write_markdown(out / "metrics.md", rows, title=f"{cfg.name}: {cfg.data.dataset} {cfg.data.split}",
                        efficiency=("avg_query_nnz", "index_avg_nnz_per_doc"))
     return {"train": result, "rows": rows, "out_dir": out}
+
+
+def _eval_to_tensorboard(cfg: LexrayConfig, result, rows: list[dict], zero_shot: bool) -> None:
+    """The evaluation rows (zero-shot first when run, then trained) into the training run's TensorBoard."""
+    if not cfg.train.tensorboard or result.run_dir is None:
+        return
+    from lexray.train.metrics import write_eval_scalars
+
+    labels = (["eval-zero-shot"] if zero_shot else []) + ["eval-trained"]
+    for label, rec in zip(labels, rows, strict=True):
+        write_eval_scalars(result.run_dir, rec, label)
 
 
 def _card(cfg: LexrayConfig, model_dir: Path) -> None:

@@ -120,6 +120,18 @@ def test_mutation_reencodes_only_changes_and_equals_a_scratch_build(corpus, scif
         # old shards are immutable: version 2 reads version 1's shards plus one new one
         assert {s[0][:7] for s in cat.version_shards(2)} == {"s000001", "s000002"}
 
+    # lexray search / open_index: the store's current version, with the model and corpus it records
+    from lexray.search import open_index
+
+    qids, q_ids, q_ws = searcher_queries
+    with open_index(store) as ix:
+        assert ix.location.kind == "store" and ix.location.index_dir == resolve_current(store) / "index"
+        assert Path(ix.location.model.name_or_path).name == "splade-tiny"
+        hits = ix.search_vectors(q_ids[0], q_ws[0], k=10)
+    assert same_topk([(h.doc_id, h.score) for h in hits], run_of(store, searcher_queries, k=10)[qids[0]])
+    by_id = {d["_id"]: d for d in mutated}
+    assert hits and all(h.text == by_id[h.doc_id]["text"] for h in hits)  # fields of the version's corpus
+
     scratch = tmp_path / "scratch"
     make_dataset(scifact_dir, tmp_path / "ds2", mutated)
     reencode(scratch, config(tmp_path / "ds2"), show_progress=False)

@@ -65,31 +65,14 @@ def validate_model(model_cfg) -> None:
         raise ValueError(f"model {where} cannot be loaded: {' '.join(str(e).split())[:300]}") from None
 
 
-def dashboard_url() -> str | None:
-    """The Ray dashboard URL of this process's Ray session (None if Ray was not started or has none)."""
-    try:
-        import ray
-
-        if not ray.is_initialized():
-            return None
-        url = ray.get_runtime_context().dashboard_url if hasattr(ray.get_runtime_context(), "dashboard_url") \
-            else None
-        if not url:
-            from ray._private.worker import global_worker
-
-            url = getattr(global_worker.node, "webui_url", None) if global_worker.node else None
-        if url and not str(url).startswith("http"):
-            url = f"http://{url}"
-        return url or None
-    except Exception:  # noqa: BLE001 - only informative
-        return None
-
-
 def print_outputs(out_dir: str | os.PathLike, metrics_json: str | os.PathLike | None = None) -> None:
-    """The closing lines: output folder, metrics.json, Ray dashboard."""
+    """The closing lines: output folder, metrics.json, and the Ray dashboard: its URL when it outlives the job
+    (an attached cluster), else that it stops with the job (:func:`lexray.ray_utils.dashboard_closing_line`)."""
+    from lexray.ray_utils import dashboard_closing_line
+
     print(f"output folder: {Path(out_dir).resolve()}")
     if metrics_json is not None:
         print(f"metrics:       {Path(metrics_json).resolve()}")
-    url = dashboard_url()
-    if url:
-        print(f"Ray dashboard: {url}")
+    line = dashboard_closing_line()
+    if line:
+        print(line)

@@ -85,13 +85,11 @@ def _baseline_dirs(baseline: Path, datasets: list[Path]) -> list[Path]:
 
 
 def rows_of(record: dict) -> list[dict]:
-    """Table rows of one collection's record: one per search backend when several ran."""
-    backends = record.get("efficiency", {}).get("backends")
-    if not backends:
-        return [record]
-    names = record.get("efficiency", {}).get("backend_retrievers") or {}
-    return [{**record, "retriever": names.get(name, f"{record['retriever']} ({name})"), "metrics": m}
-            for name, m in backends.items()]
+    """Table rows of one collection's record: one per search backend when several ran, each with its own
+    search speed (:func:`lexray.eval.report.backend_rows`)."""
+    from lexray.eval.report import backend_rows
+
+    return backend_rows(record)
 
 
 def average_rows(rows: list[dict], metrics: list[str]) -> list[dict]:

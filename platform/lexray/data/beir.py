@@ -216,6 +216,17 @@ def corpus_ids(dataset_dir: str | os.PathLike) -> set[str]:
     return {rid for _, rid, *_ in _iter_json_records(path, "document", "skip", rep, require_text=False)}
 
 
+def corpus_line_numbers(dataset_dir: str | os.PathLike) -> dict[str, int]:
+    """``{doc_id: line number (1-based)}`` of every well-formed document of ``corpus.jsonl`` (as
+    :func:`corpus_ids`: documents with empty text included, malformed rows left to :func:`iter_corpus` to report).
+
+    Used to fetch a document's fields by line (:mod:`lexray.search.corpus`) without holding the corpus.
+    """
+    path = _file(dataset_dir, "corpus.jsonl")
+    rep = ReadReport()
+    return {rid: line for line, rid, *_ in _iter_json_records(path, "document", "skip", rep, require_text=False)}
+
+
 def _query_ids(dataset_dir: str | os.PathLike) -> set[str]:
     path = _file(dataset_dir, "queries.jsonl")
     rep = ReadReport()
@@ -297,6 +308,20 @@ def load_qrels(dataset_dir: str | os.PathLike, split: str = "test", on_error: On
     if owned:
         _warn_unreported(report, str(path))
     return qrels
+
+
+def load_queries_file(path: str | os.PathLike, on_error: OnError = "fail") -> dict[str, str]:
+    """A BEIR-format queries file of any name (``{"_id", "text"}`` per line) → ``{qid: text}`` (file order), with
+    the checks of :func:`load_queries` (``lexray search --queries FILE.jsonl``).
+
+    Raises:
+        DataError: bad row under ``on_error="fail"`` (file:line, field); FileNotFoundError: no such file.
+    """
+    check_on_error(on_error)
+    report = ReadReport()
+    out = {rid: text for _, rid, _, text, _ in _iter_json_records(Path(path), "query", on_error, report, True)}
+    _warn_unreported(report, str(path))
+    return out
 
 
 def load_queries(dataset_dir: str | os.PathLike, split: str | None = None, on_error: OnError = "fail",

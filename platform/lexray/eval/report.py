@@ -18,7 +18,8 @@ from pathlib import Path
 
 from lexray.eval.metrics import DEFAULT_METRICS
 
-__all__ = ["metrics_record", "write_metrics_json", "read_metrics_json", "markdown_table", "write_markdown"]
+__all__ = ["backend_rows", "metrics_record", "write_metrics_json", "read_metrics_json", "markdown_table",
+           "write_markdown"]
 
 
 def metrics_record(dataset: str, retriever: str, split: str, n_queries: int, metrics: Mapping[str, float],
@@ -56,6 +57,30 @@ def read_metrics_json(path: str | os.PathLike) -> dict:
         if key not in rec:
             raise ValueError(f"{path}: field '{key}' missing")
     return rec
+
+
+def backend_rows(record: Mapping) -> list[dict]:
+    """Table rows of one evaluation record: the record itself, or one row per search backend when several ran
+    (``efficiency["backends"]``, :func:`lexray.eval.pipeline.evaluate_sparse`).
+
+    Each backend row carries that backend's own speed: ``search_qps`` is the exact search's in the record
+    (``lucene_search_qps`` / ``seismic_search_qps`` are the others'), so the Lucene row gets
+    ``lucene_search_qps`` as its ``search_qps``, and no row shows another backend's ``<name>_*`` keys (a Lucene
+    row once showed the exact search's QPS).
+    """
+    backends = record.get("efficiency", {}).get("backends")
+    if not backends:
+        return [dict(record)]
+    eff = record.get("efficiency", {})
+    names = eff.get("backend_retrievers") or {}  # e.g. a hybrid's fused / sparse / BM25 rows (eval.pipeline._hybrid)
+    rows = []
+    for name, metrics in backends.items():
+        own = {k: v for k, v in eff.items() if not k.startswith(tuple(f"{b}_" for b in backends if b != name))}
+        if name != "exact":
+            own["search_qps"] = eff.get(f"{name}_search_qps")
+        rows.append({**record, "retriever": names.get(name, f"{record['retriever']} ({name})"), "metrics": metrics,
+                     "efficiency": own})
+    return rows
 
 
 def _fmt(v) -> str:

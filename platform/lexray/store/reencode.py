@@ -7,6 +7,7 @@ Layout of a store (docs/indexing.md, "Collection stores")::
       catalog.duckdb        doc_id -> content hash, model fingerprint, shard/row, per version (store/catalog.py)
       shards/               immutable Parquet shards, s<version>-<k>.parquet, written once by the version named
       versions/v000007/     index/ (lexray.index.build) + version.json (counts, checksums, validation)
+                            + config.resolved.yaml (model and corpus, read by lexray search)
       current -> versions/v000007     a symlink, switched with one atomic rename
 
 One run (:func:`reencode`), under the lock:
@@ -49,7 +50,7 @@ from typing import Any
 
 import numpy as np
 
-from lexray.config import LexrayConfig
+from lexray.config import LexrayConfig, save_config
 from lexray.encode.reader import ShardSet, iter_live_rows, verify_files
 from lexray.encode.shards import fingerprint
 from lexray.fsio import file_sha256
@@ -360,6 +361,7 @@ def _publish(store: Path, cat: Catalog, version: int, cfg: LexrayConfig, timings
             "index_sha256": {p.name: file_sha256(p) for p in sorted((work / "index").iterdir()) if p.suffix == ".npy"},
             "versions_row": next(v for v in cat.versions() if v["version"] == version)}
     (work / VERSION_FILE).write_text(json.dumps(info, indent=2, default=str) + "\n")
+    save_config(cfg, work)  # the model and corpus of this version, for its readers (lexray search)
     if final.exists():  # replace: the damaged folder goes aside (a dot name _recover removes) once work is whole
         aside = store / "versions" / f".v{version:06d}.damaged-{uuid.uuid4().hex[:8]}"
         os.rename(final, aside)

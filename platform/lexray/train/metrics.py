@@ -8,6 +8,11 @@ non-zero dimensions per query / document), ``q_active_frac`` / ``d_active_frac``
 (before clipping), ``examples_per_s`` (global queries per second of wall time for the step), ``step`` (1-based
 within the phase), ``phase``, ``epoch``. VT adaptation (:mod:`lexray.vocab.adapt`): ``loss`` (masked-LM
 cross-entropy), ``lr``, ``grad_norm``, ``masked`` (masked positions on this worker), ``examples_per_s``.
+
+Evaluations after training join the same run's TensorBoard (:func:`write_eval_scalars`): tags
+``<label>/<split>/<metric>`` (e.g. ``eval-trained/test/nDCG@10``) and ``<label>/<split>/efficiency/<key>``. Dev
+evaluations during training (a search's trials, :mod:`lexray.tune.dev`) are part of the step records
+(``<phase>/dev_nDCG@10``, ...).
 """
 
 from __future__ import annotations
@@ -96,3 +101,43 @@ def read_metrics(run_dir: str | Path) -> list[dict]:
     if not p.is_file():
         return []
     return [json.loads(line) for line in p.read_text().splitlines() if line.strip()]
+
+
+EVAL_EFFICIENCY = ("avg_query_nnz", "index_avg_nnz_per_doc", "index_flops", "search_qps")
+
+
+def write_eval_scalars(run_dir: str | Path, record: dict, label: str, step: int | None = None) -> Path | None:
+    """Add an evaluation's metrics (a ``metrics.json`` record, :mod:`lexray.eval.report`) to the training run's
+    TensorBoard event files (``<run_dir>/tensorboard``, beside the step scalars) so one TensorBoard run shows
+    the training curves and the scores they led to.
+
+    Args:
+        run_dir: the run folder of :class:`MetricsSink` (``TrainResult.run_dir``).
+        record: ``{"split", "metrics": {name: value}, "efficiency": {...}}``.
+        label: tag prefix, e.g. ``"eval-trained"`` or ``"eval-zero-shot"``.
+        step: the global step to file the scalars at; default the last logged step of the run (0 without one).
+
+    Returns:
+        the TensorBoard folder, or None when TensorBoard cannot be imported (said once on the console).
+    """
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except Exception as e:  # noqa: BLE001 - TensorBoard is optional; say so
+        print(f"[lexray] evaluation metrics not added to TensorBoard: {e}", flush=True)
+        return None
+    run_dir = Path(run_dir)
+    if step is None:
+        records = read_metrics(run_dir)
+        step = int(records[-1].get("step", 0)) if records else 0
+    split = record.get("split", "eval")
+    writer = SummaryWriter(log_dir=str(run_dir / "tensorboard"))
+    try:
+        for k, v in record.get("metrics", {}).items():
+            writer.add_scalar(f"{label}/{split}/{k}", float(v), step)
+        eff = record.get("efficiency", {})
+        for k in EVAL_EFFICIENCY:
+            if isinstance(eff.get(k), int | float):
+                writer.add_scalar(f"{label}/{split}/efficiency/{k}", float(eff[k]), step)
+    finally:
+        writer.close()
+    return run_dir / "tensorboard"

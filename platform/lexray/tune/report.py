@@ -117,6 +117,11 @@ def _evaluate_test(cfg: LexrayConfig, space: SearchSpace, entries: list[dict], o
     for row in chosen:
         ecfg = trained_model_config(cfg, Path(row["model_dir"]))
         rec = evaluate_sparse(ecfg, out / "test" / row["trial_id"], retriever_name=f"{space.name} {row['trial_id']}")
+        run_dir = Path(row["model_dir"]).parents[1]  # <trial>/train/lexray/models/<phase> -> <trial>/train/lexray
+        if (run_dir / "tensorboard").is_dir():  # beside the trial's training and dev scalars
+            from lexray.train.metrics import write_eval_scalars
+
+            write_eval_scalars(run_dir, rec, "eval-test")
         results[row["trial_id"]] = {**rec["metrics"], "flops": rec["efficiency"].get("index_flops"),
                                     "avg_query_nnz": rec["efficiency"].get("avg_query_nnz"),
                                     "index_avg_nnz_per_doc": rec["efficiency"].get("index_avg_nnz_per_doc"),

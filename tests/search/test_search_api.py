@@ -1,0 +1,168 @@
+"""The search API and ``lexray search`` against a real ``lexray evaluate`` output: splade-tiny over the first 200
+SciFact documents (``data.max_docs``, in-process encoding: no Ray), all 300 test queries.
+
+What could fail: the API's top-10 differing from evaluate's run file (another query encoding, another index, a
+lost tie rule), fields of the wrong document, explanations that do not add up to the score, concurrent readers
+seeing different results, `import lexray` pulling in torch, the CLI's formats."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import lexray
+from lexray import cli
+from lexray.data.beir import iter_corpus, load_queries
+from lexray.eval.runs import read_trec_run
+from lexray.paths import REPO_ROOT
+
+N_DOCS = 200
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """One intra-op thread for the module: on a shared 2-core machine, two torch threads waiting on each other
+    encoded 2.9 queries/s against 131 with one (docs/search.md); the results do not depend on it."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="module")
+def evaluated(tmp_path_factory, scifact_dir, splade_tiny_dir):
+    """One evaluate run (exact backend) into a folder shared by the module's tests."""
+    out = tmp_path_factory.mktemp("search") / "eval"
+    rc = cli.main(["evaluate", "--model", str(splade_tiny_dir), "--dataset", str(scifact_dir), "--out", str(out),
+                   "--set", f"data.max_docs={N_DOCS}", "--set", "encode.backend=local",
+                   "--set", "encode.torch_threads=1"])
+    assert rc == 0
+    return out
+
+
+@pytest.fixture(scope="module")
+def index(evaluated):
+    with lexray.open_index(evaluated) as ix:
+        yield ix
+
+
+@pytest.fixture(scope="module")
+def test_queries(scifact_dir):
+    q = load_queries(scifact_dir, "test")
+    assert len(q) == 300
+    return q
+
+
+def _top10(docs: dict[str, float]) -> list[tuple[str, float]]:
+    """Best 10 as the run file orders them: score descending, then doc id."""
+    return sorted(docs.items(), key=lambda kv: (-kv[1], kv[0]))[:10]
+
+
+@pytest.mark.timeout(600)  # includes the module's evaluate run (~30 s on a quiet 2-core machine)
+def test_api_top10_equals_the_run_file_of_evaluate(index, evaluated, test_queries):
+    run = read_trec_run(evaluated / "run.test.trec")
+    qids = list(test_queries)
+    hits = index.search([test_queries[q] for q in qids], k=10)
+    assert len(hits) == 300 and set(run) == set(qids)
+    for qid, h in zip(qids, hits, strict=True):
+        want = _top10(run[qid])
+        got = _top10({x.doc_id: x.score for x in h})
+        assert [d for d, _ in got] == [d for d, _ in want], qid  # same documents in the same order
+        assert [s for _, s in got] == [s for _, s in want], qid  # bit-identical float32 scores
+        assert [x.rank for x in h] == list(range(1, len(h) + 1))
+
+
+@pytest.mark.timeout(120)
+def test_hits_carry_the_documents_fields_and_explanations_add_up(index, scifact_dir):
+    corpus = {d.doc_id: d for d in iter_corpus(scifact_dir, max_docs=N_DOCS)}
+    hits = index.search("vitamin D deficiency and bone fractures", k=5, explain=True)
+    assert len(hits) == 5
+    for h in hits:
+        assert h.title == corpus[h.doc_id].title and h.text == corpus[h.doc_id].text
+        assert h.terms, h
+        assert sum(t.contribution for t in h.terms) == pytest.approx(h.score, rel=1e-5)
+        assert all(isinstance(t.token, str) and not t.token.startswith("#") for t in h.terms)
+    # a precomputed vector gives the same hits as the text it came from
+    ids, ws = index.encoder.encode_sparse(["vitamin D deficiency and bone fractures"], "query",
+                                          batch_size=index.query_batch_size)
+    again = index.search_vectors(ids[0], ws[0], k=5)
+    assert [(h.doc_id, h.score) for h in again] == [(h.doc_id, h.score) for h in hits]
+    with pytest.raises(ValueError, match="term id out of range"):
+        index.search_vectors(np.array([index.vocab_size]), np.array([1.0]), k=5)
+
+
+@pytest.mark.timeout(120)
+def test_concurrent_readers_get_identical_results(index, test_queries):
+    texts = list(test_queries.values())[:40]
+    ids, ws = index.encode(texts)
+    expected = [[(h.doc_id, h.score) for h in hs] for hs in index.search_vectors(ids, ws, k=10)]
+    results: dict[int, list] = {}
+    errors: list[BaseException] = []
+
+    def reader(n: int) -> None:
+        try:
+            got = []
+            for i in range(n % 3, len(texts), 3):  # different batches in different threads
+                got.append((i, [(h.doc_id, h.score) for h in index.search_vectors(ids[i], ws[i], k=10)]))
+            results[n] = got
+        except BaseException as e:  # noqa: BLE001 - re-raised below
+            errors.append(e)
+
+    threads = [threading.Thread(target=reader, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert len(results) == 6
+    for got in results.values():
+        for i, hits in got:
+            assert hits == expected[i]
+
+
+def test_postings_stay_memory_mapped(index):
+    s = index.searcher
+    assert isinstance(s.postings_doc, np.memmap) and isinstance(s.postings_value, np.memmap)
+    assert not s.postings_doc.flags.writeable
+
+
+@pytest.mark.timeout(180)
+def test_cli_formats_and_training_layout(capsys, evaluated, tmp_path):
+    rc = cli.main(["search", "--index", str(evaluated), "--query", "vitamin D and bone fractures",
+                   "--query", "smoking and lung cancer", "--k", "3", "--explain"])
+    out = capsys.readouterr()
+    assert rc == 0
+    assert sum(ln.startswith("query ") for ln in out.out.splitlines()) == 2 and "terms (query × document weight):" in out.out
+    assert "queries/s" in out.err
+    rc = cli.main(["search", "--index", str(evaluated / "index"), "--query", "vitamin D", "--format", "json"])
+    rec = json.loads(capsys.readouterr().out.strip())
+    assert rc == 0 and rec["qid"] == "1" and len(rec["hits"]) == 10 and rec["hits"][0]["title"]
+    # a training job's output: outputs/<name>/eval/trained/ is what gets searched
+    train_out = tmp_path / "job"
+    (train_out / "eval").mkdir(parents=True)
+    (train_out / "eval" / "trained").symlink_to(evaluated)
+    queries = tmp_path / "q.txt"
+    queries.write_text("vitamin D\n\nsmoking and lung cancer\n")
+    rc = cli.main(["search", "--index", str(train_out), "--queries", str(queries), "--format", "trec", "--k", "2"])
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert rc == 0 and [ln.split()[0] for ln in lines] == ["1", "1", "3", "3"]
+    assert [ln.split()[3] for ln in lines] == ["1", "2", "1", "2"]
+
+
+def test_import_lexray_stays_light():
+    code = ("import sys, lexray; heavy = ('torch', 'transformers', 'numba', 'pyarrow'); "
+            "print(sorted(m for m in heavy if m in sys.modules)); "
+            "assert callable(lexray.open_index); print(sorted(m for m in heavy if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={"PYTHONPATH": str(Path(lexray.__file__).parent.parent), "PATH": "/usr/bin:/bin"},
+                         cwd=REPO_ROOT)
+    # nothing heavy at import, and the search API resolves without torch (the encoder loads on first query)
+    assert out.stdout.split() == ["[]", "[]"]
