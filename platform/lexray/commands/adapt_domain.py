@@ -15,36 +15,21 @@ an unknown key, ΔV ≤ 0 (``cai.expand.delta_v``), an empty corpus (``cai.corpu
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 
-from lexray.commands.common import print_outputs, setup_logging
-from lexray.config import add_config_args, load_config, save_config
-from lexray.paths import REPO_ROOT, default_output_dir
+from lexray.commands.common import print_outputs, recipe_run
+from lexray.paths import REPO_ROOT
 
 DEFAULT_RECIPE = REPO_ROOT / "jobs" / "configs" / "cai-splade-tiny-scifact.yaml"
-
-
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="lexray adapt-domain", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    add_config_args(ap)
-    ap.add_argument("--local", action="store_true", help="run the MLM phase in this process instead of Ray Train")
-    return ap
 
 
 def main(argv: list[str] | None = None) -> dict:
     """Adapt the recipe's model (default recipe cai-splade-tiny-scifact); returns the report
     (:func:`lexray.vocab.domain.adapt_domain`). A bad recipe or ``--set`` raises ConfigError before any work."""
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    args = build_parser().parse_args(argv)
-    setup_logging()
-    cfg = load_config(args.config or DEFAULT_RECIPE, args.overrides)
+    args, cfg, out = recipe_run(argv, "lexray adapt-domain", __doc__, DEFAULT_RECIPE,
+                                "run the MLM phase in this process instead of Ray Train")
     from lexray.vocab.domain import adapt_domain  # torch: after the recipe is known to be valid
 
-    out = (default_output_dir() / cfg.name) if not cfg.out_dir else cfg.out_dir
-    save_config(cfg, out)
     report = adapt_domain(cfg, out, local=args.local)
     added = report["added"]
     loss = report["mlm_loss"]

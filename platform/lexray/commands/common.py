@@ -76,3 +76,31 @@ def print_outputs(out_dir: str | os.PathLike, metrics_json: str | os.PathLike | 
     line = dashboard_closing_line()
     if line:
         print(line)
+
+
+def recipe_run(argv: list[str] | None, prog: str, description: str | None, default_recipe: os.PathLike,
+               local_help: str):
+    """The start every recipe-driven pipeline command shares (``migrate-vocab``, ``adapt-domain``): parse
+    ``--config`` / ``--set`` / ``--local``, load and validate the recipe (``default_recipe`` without
+    ``--config``), and save ``config.resolved.yaml`` into its output folder (``out_dir``, else
+    ``outputs/<name>``). Returns ``(args, cfg, out)``.
+
+    Raises:
+        lexray.config.ConfigError: a bad recipe or ``--set`` (before any work); SystemExit: bad flags.
+    """
+    import argparse
+
+    from lexray.config import add_config_args, load_config, save_config
+    from lexray.paths import default_output_dir
+
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    ap = argparse.ArgumentParser(prog=prog, description=description,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_config_args(ap)
+    ap.add_argument("--local", action="store_true", help=local_help)
+    args = ap.parse_args(argv)
+    setup_logging()
+    cfg = load_config(args.config or default_recipe, args.overrides)
+    out = (default_output_dir() / cfg.name) if not cfg.out_dir else cfg.out_dir
+    save_config(cfg, out)
+    return args, cfg, out

@@ -18,6 +18,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from lexray.losses.candidates import candidate_scores
+
 
 def kl_div_loss(q_reps: torch.Tensor, d_reps: torch.Tensor, teacher_pos: torch.Tensor, teacher_neg: torch.Tensor,
                 temperature: float = 1.0, teacher_temperature: float = 1.0) -> torch.Tensor:
@@ -38,16 +40,7 @@ def kl_div_loss(q_reps: torch.Tensor, d_reps: torch.Tensor, teacher_pos: torch.T
     """
     if temperature <= 0 or teacher_temperature <= 0:
         raise ValueError(f"temperatures must be > 0, got {temperature} and {teacher_temperature}")
-    B, V = q_reps.shape
-    if teacher_neg.dim() != 2 or teacher_neg.shape[0] != B or teacher_pos.shape != (B,):
-        raise ValueError(f"teacher scores must be (B,) and (B, N) for B={B}; got {tuple(teacher_pos.shape)} and "
-                         f"{tuple(teacher_neg.shape)}")
-    n = teacher_neg.shape[1]
-    if n < 1:
-        raise ValueError("KL-Div distillation needs at least one negative per query")
-    if d_reps.shape != (B * (1 + n), V):
-        raise ValueError(f"expected documents of shape ({B * (1 + n)}, {V}), got {tuple(d_reps.shape)}")
-    s = torch.einsum("bv,bgv->bg", q_reps.float(), d_reps.float().view(B, 1 + n, V))
+    s = candidate_scores(q_reps, d_reps, teacher_pos, teacher_neg, "KL-Div distillation")
     t = torch.cat([teacher_pos.float().unsqueeze(1), teacher_neg.float()], 1).to(s.device)
     log_p_s = F.log_softmax(s / temperature, dim=1)
     log_p_t = F.log_softmax(t / teacher_temperature, dim=1)

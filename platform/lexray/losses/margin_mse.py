@@ -12,6 +12,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from lexray.losses.candidates import candidate_scores
+
 
 def margin_mse_loss(q_reps: torch.Tensor, d_reps: torch.Tensor, teacher_pos: torch.Tensor,
                     teacher_neg: torch.Tensor) -> torch.Tensor:
@@ -29,16 +31,7 @@ def margin_mse_loss(q_reps: torch.Tensor, d_reps: torch.Tensor, teacher_pos: tor
     Raises:
         ValueError: inconsistent shapes, or N = 0 (no margin to match).
     """
-    B, V = q_reps.shape
-    if teacher_neg.dim() != 2 or teacher_neg.shape[0] != B or teacher_pos.shape != (B,):
-        raise ValueError(f"teacher scores must be (B,) and (B, N) for B={B}; got {tuple(teacher_pos.shape)} and "
-                         f"{tuple(teacher_neg.shape)}")
-    n = teacher_neg.shape[1]
-    if n < 1:
-        raise ValueError("MarginMSE needs at least one negative per query")
-    if d_reps.shape != (B * (1 + n), V):
-        raise ValueError(f"expected documents of shape ({B * (1 + n)}, {V}), got {tuple(d_reps.shape)}")
-    s = torch.einsum("bv,bgv->bg", q_reps.float(), d_reps.float().view(B, 1 + n, V))
+    s = candidate_scores(q_reps, d_reps, teacher_pos, teacher_neg, "MarginMSE")
     student = s[:, :1] - s[:, 1:]
     teacher = teacher_pos.float().unsqueeze(1) - teacher_neg.float()
     return F.mse_loss(student, teacher.to(student.device))

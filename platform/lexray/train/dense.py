@@ -19,13 +19,12 @@ from typing import Any
 import torch
 
 from lexray.config import LexrayConfig
-from lexray.data.collate import StepSampler, collate
+from lexray.data.collate import collate
 from lexray.losses import gather_with_grad, infonce_loss
-from lexray.train import curriculum
 from lexray.train.checkpoint import TrainerState
 from lexray.train.runner import PhaseSteps
-from lexray.train.splade import DualEncoder, _autocast_factory, train_step
-from lexray.train.strategies import make_strategy, rank, world_size
+from lexray.train.splade import setup_phase_training, train_step
+from lexray.train.strategies import rank, world_size
 
 
 def build_dense_encoder(cfg: LexrayConfig, init_dir: str | None):
@@ -59,26 +58,11 @@ class DensePhase(PhaseSteps):
             raise ValueError(f"train.phases.{p}: the dense track trains with loss infonce and no LoRA")
         self.name = phase.name
         tc = cfg.train
-        self.rank, W = rank(), world_size()
+        self.rank = rank()
         self.phase_seed = tc.seed + 1000 * p
         self.encoder = encoder = build_dense_encoder(cfg, state.init_dir)
         torch.manual_seed(self.phase_seed)
-        self.dataset = curriculum.build_dataset(cfg, phase, self.phase_seed)
-        if self.rank == 0 and getattr(self.dataset, "report", None) is not None:
-            print(f"[lexray] phase '{phase.name}': {self.dataset.report.summary()}", flush=True)
-        self.sampler = StepSampler(len(self.dataset), phase.global_batch_size, W, phase.grad_accum,
-                                   seed=self.phase_seed)
-        self.total = curriculum.total_steps(phase, self.sampler.steps_per_epoch)
-        self.module = DualEncoder(encoder)
-        self.strategy = make_strategy(
-            tc.strategy, self.module, lr=phase.lr, weight_decay=phase.weight_decay, total_steps=self.total,
-            warmup_ratio=phase.warmup_ratio, max_grad_norm=tc.max_grad_norm, device=device,
-            layers=encoder.transformer_layers(), deepspeed_config=tc.deepspeed_config,
-            micro_batch=self.sampler.micro_batch_size, grad_accum=phase.grad_accum,
-            bf16=tc.bf16 and device.type == "cuda")
-        self.autocast = _autocast_factory(cfg, device)
-        self.evaluator = evaluator if p == len(tc.phases) - 1 else None
-        self.eval_every = self.evaluator.every if self.evaluator is not None else None
+        setup_phase_training(self, cfg, encoder, device, evaluator, p)
 
     def loss(self, q: torch.Tensor, d: torch.Tensor) -> dict[str, Any]:
         """Cosine InfoNCE on the global batch (×W: strategies average gradients; see losses/infonce.py)."""

@@ -191,6 +191,32 @@ def _autocast_factory(cfg: LexrayConfig, device: torch.device):
     return contextlib.nullcontext
 
 
+def setup_phase_training(steps: PhaseSteps, cfg: LexrayConfig, encoder, device: torch.device, evaluator,
+                         phase_index: int) -> None:
+    """The build every dual-encoder phase shares once its encoder exists (SPLADE / LACONIC :class:`SparsePhase`,
+    the dense :class:`lexray.train.dense.DensePhase`): the dataset (its skip report printed on rank 0), the step
+    sampler, the step count, the :class:`DualEncoder` and the strategy, then the autocast factory and the dev
+    evaluator (last phase only). Sets those attributes on ``steps``, which must already carry ``phase`` and
+    ``phase_seed``. The order is part of the recipe: the dataset and the sampler draw from the RNG."""
+    phase, tc = steps.phase, cfg.train
+    steps.dataset = curriculum.build_dataset(cfg, phase, steps.phase_seed)
+    if rank() == 0 and getattr(steps.dataset, "report", None) is not None:
+        print(f"[lexray] phase '{phase.name}': {steps.dataset.report.summary()}", flush=True)
+    steps.sampler = StepSampler(len(steps.dataset), phase.global_batch_size, world_size(), phase.grad_accum,
+                                seed=steps.phase_seed)
+    steps.total = curriculum.total_steps(phase, steps.sampler.steps_per_epoch)
+    steps.module = DualEncoder(encoder)
+    steps.strategy = make_strategy(
+        tc.strategy, steps.module, lr=phase.lr, weight_decay=phase.weight_decay, total_steps=steps.total,
+        warmup_ratio=phase.warmup_ratio, max_grad_norm=tc.max_grad_norm, device=device,
+        layers=encoder.transformer_layers(), deepspeed_config=tc.deepspeed_config,
+        micro_batch=steps.sampler.micro_batch_size, grad_accum=phase.grad_accum,
+        bf16=tc.bf16 and device.type == "cuda")
+    steps.autocast = _autocast_factory(cfg, device)
+    steps.evaluator = evaluator if phase_index == len(tc.phases) - 1 else None
+    steps.eval_every = steps.evaluator.every if steps.evaluator is not None else None
+
+
 class SparsePhase(PhaseSteps):
     """Phase ``state.phase`` of ``cfg.train.phases``: ranking loss + FLOPS / L1 regularizer on sparse
     representations (:func:`objective`), one :func:`train_step` per optimizer step, the LoRA-merged encoder
@@ -207,32 +233,17 @@ class SparsePhase(PhaseSteps):
         self.phase = phase = cfg.train.phases[p]
         self.name = phase.name
         tc = cfg.train
-        self.rank, W = rank(), world_size()
+        self.rank = rank()
         self.phase_seed = tc.seed + 1000 * p
         self.encoder = encoder = curriculum.build_encoder(cfg.model, state.init_dir)
         torch.manual_seed(self.phase_seed)
         self.peft_model = curriculum.apply_lora(encoder, phase.lora)
         if tc.gradient_checkpointing and device.type == "cuda":
             encoder.backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-        self.dataset = curriculum.build_dataset(cfg, phase, self.phase_seed)
-        if self.rank == 0 and getattr(self.dataset, "report", None) is not None:
-            print(f"[lexray] phase '{phase.name}': {self.dataset.report.summary()}", flush=True)
-        self.sampler = StepSampler(len(self.dataset), phase.global_batch_size, W, phase.grad_accum,
-                                   seed=self.phase_seed)
-        self.total = curriculum.total_steps(phase, self.sampler.steps_per_epoch)
-        self.module = DualEncoder(encoder)
-        self.strategy = make_strategy(
-            tc.strategy, self.module, lr=phase.lr, weight_decay=phase.weight_decay, total_steps=self.total,
-            warmup_ratio=phase.warmup_ratio, max_grad_norm=tc.max_grad_norm, device=device,
-            layers=encoder.transformer_layers(), deepspeed_config=tc.deepspeed_config,
-            micro_batch=self.sampler.micro_batch_size, grad_accum=phase.grad_accum,
-            bf16=tc.bf16 and device.type == "cuda")
+        setup_phase_training(self, cfg, encoder, device, evaluator, p)
         self.lam = FlopsSchedule.from_config(phase.flops)
         self.guard = CollapseGuard(encoder.vocab_size, tc.collapse_min_active, tc.collapse_max_fraction,
                                    tc.collapse_patience)
-        self.autocast = _autocast_factory(cfg, device)
-        self.evaluator = evaluator if p == len(tc.phases) - 1 else None
-        self.eval_every = self.evaluator.every if self.evaluator is not None else None
 
     def step(self, step: int) -> dict[str, Any]:
         """Collate this worker's micro-batches of ``step``, the λ in force, one :func:`train_step`."""
