@@ -401,5 +401,5 @@ def collection_output_ids(encoder: SparseEncoder, dataset: str, batch_size: int 
             flush()
     flush()
     log.info("output vocabulary of %s: %d of %d terms (%s)", dataset, len(seen), encoder.vocab_size,
-             report.summary())
+             "; ".join(report.summary().splitlines()))  # one console line
     return sorted(seen)
