@@ -11,7 +11,9 @@ negatives), ``data.mining_seed`` (BM25 hard-negative mining), ``tune.dev_seed`` 
 (Vocabulary Transfer's random rows), ``model.random_init.seed`` (a random backbone). The former top-level ``seed``
 only ever seeded mining; it is still read, as ``data.mining_seed``, with a warning.
 
-Size: the one schema of every job's knobs, kept in one module so every knob is found and validated in one place.
+The sections of the paper methods (APC, Vocabulary Transfer, CAI, LexSemBridge's dense track, the BM25 hybrid,
+distillation) live
+in :mod:`lexray.config_methods`; they are importable from here too.
 """
 
 from __future__ import annotations
@@ -21,8 +23,21 @@ import logging
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import Field, ValidationError, model_validator
 
+from lexray.config_methods import (
+    ApcConfig,
+    CaiConfig,
+    CaiExpandConfig,
+    CaiMlmConfig,
+    DenseConfig,
+    DistillConfig,
+    HybridConfig,
+    Section,
+    TeacherConfig,
+    VTAdaptConfig,
+    VTConfig,
+)
 from lexray.recipes import (
     ConfigError,
     add_config_args,
@@ -34,17 +49,14 @@ from lexray.recipes import (
     set_dotted,
 )
 
-__all__ = ["ConfigError", "DenseConfig", "LexrayConfig", "ModelConfig", "add_config_args", "apply_overrides", "load_config",
+__all__ = ["ApcConfig", "CaiConfig", "CaiExpandConfig", "CaiMlmConfig", "ConfigError", "DenseConfig", "HybridConfig",
+           "DistillConfig", "TeacherConfig", "VTAdaptConfig", "VTConfig", "LexrayConfig", "ModelConfig", "add_config_args", "apply_overrides", "load_config",
            "parse_overrides", "read_yaml", "save_config"]
 
 log = logging.getLogger(__name__)
 
 
-class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True, protected_namespaces=())
-
-
-class RandomInitConfig(_Section):
+class RandomInitConfig(Section):
     """A random-init backbone built from a config instead of loaded weights (tests, CPU defaults, GPU smoke
     runs of architectures whose weights cannot be fetched)."""
 
@@ -64,68 +76,7 @@ class RandomInitConfig(_Section):
     seed: int = 0
 
 
-class ApcConfig(_Section):
-    """Activation Potential Calibration (Vocabulary Transfer, arXiv:2607.00004, vocabulary-transfer-vt.txt §4.2.3):
-    shift the output bias, b ← b − c, once when the encoder is built (``lexray.vocab.apc``). Set ``shift`` (c
-    itself) or ``target_rate`` (the fraction of |V| with a positive SPLADE weight, averaged over ``probe_docs``
-    documents of ``probe_dataset``; c is found by bisection) — not both. A head without a bias (Llama) gets one
-    (lexray.models.head.ensure_output_bias)."""
-
-    shift: float | None = Field(None, description="c in b <- b - c")
-    target_rate: float | None = Field(None, gt=0, lt=1, description="target activation rate in (0, 1); c by "
-                                      "bisection on the probe documents")
-    probe_dataset: str = Field("shared:datasets/scifact", description="BEIR folder whose corpus gives the probe")
-    probe_docs: int = Field(64, ge=1, description="first N documents of the probe corpus")
-    probe_max_length: int | None = Field(None, ge=1, description="None = the encoder's doc_max_length")
-    tolerance: float = Field(0.001, gt=0, description="bisection stops when |rate - target| <= tolerance")
-    per_term: bool = Field(False, description="first centre every term: b_v <- b_v - mean over the probe documents "
-                           "of term v's max logit, then the scalar shift (lexray.vocab.apc.apply_apc; an extension "
-                           "of APC for LM heads whose logits carry a per-term frequency prior)")
-
-    @model_validator(mode="after")
-    def _one(self) -> ApcConfig:
-        if self.shift is not None and self.target_rate is not None:
-            raise ValueError("set at most one of apc.shift and apc.target_rate")
-        return self
-
-    @property
-    def enabled(self) -> bool:
-        return self.shift is not None or self.target_rate is not None
-
-
-class DenseConfig(_Section):
-    """A dense bi-encoder and its LexSemBridge (``lexray.models.dense``, ``lexray.models.bridge``; LexSemBridge,
-    arXiv:2508.17858, ../shared/papers/lexsembridge.txt §3.4-3.5). Setting ``model.dense`` makes every command
-    that loads ``model`` load a dense encoder (Parquet dense shards, exact / faiss search, ``train-dense``).
-
-    None = what the model folder's ``lexray_dense.json`` (or sentence-transformers pooling files) says, else the
-    default in brackets. docs/lexsembridge.md has the paper-vs-code options."""
-
-    pooling: Literal["mean", "cls"] | None = Field(None, description="[mean] over attention-mask positions, or "
-                                                   "the first ([CLS]) position")
-    similarity: Literal["cosine", "dot"] | None = Field(None, description="[cosine] (vectors L2-normalised; the "
-                                                        "paper's Eq. 2) or the raw dot product")
-    bridge: Literal["none", "slr", "llr", "clr"] | None = Field(None, description="[none] lexical representation "
-                                                                "of the bridge: SLR (Eq. 5), LLR (Eq. 6), CLR "
-                                                                "(Eq. 7; needs an MLM head)")
-    bridge_side: Literal["query", "passage", "both"] | None = Field(None, description="[query] the side(s) the "
-                                                                    "bridge modulates (paper Table 5)")
-    lexical_only: bool | None = Field(None, description="[false] the bridge's q_lex alone, without the dense "
-                                      "vector (paper Table 6)")
-    llr_form: Literal["paper", "token_weight"] | None = Field(
-        None, description="[paper] Eq. 6: log(1+ReLU(h U + b)) over |V|, max-pooled over positions; "
-        "token_weight = the authors' code: one d->1 weight per input token scattered into |V|")
-    clr_form: Literal["paper", "logits"] | None = Field(
-        None, description="[paper] Eq. 7: log(1 + softmax(MLM-head(h_[CLS]))); logits = the authors' code: "
-        "log1p(ReLU(logits))")
-    bridge_init: Literal["default", "zero"] | None = Field(
-        None, description="[default] torch's Linear init of the alignment layer W; zero = W = 0, so q_lex starts "
-        "uniform (1/d) and a cosine model's ranking starts equal to the backbone's")
-    shard_dtype: Literal["float32", "float16"] = Field("float32", description="element type of the dense shards' "
-                                                       "embedding column")
-
-
-class ModelConfig(_Section):
+class ModelConfig(Section):
     """The sparse encoder: backbone, pooling and the tokenization contract (see ``lexray.models``).
 
     The section may name no model (``name_or_path`` and ``random_init`` both None): commands that load none, such
@@ -195,7 +146,7 @@ class ModelConfig(_Section):
         return self
 
 
-class DataConfig(_Section):
+class DataConfig(Section):
     """A BEIR-layout collection (corpus.jsonl, queries.jsonl, qrels/<split>.tsv)."""
 
     dataset: str = "shared:datasets/scifact"
@@ -207,7 +158,7 @@ class DataConfig(_Section):
                              "apart from train.seed, so a study of the training seed trains on the same negatives")
 
 
-class LoraConfig(_Section):
+class LoraConfig(Section):
     enabled: bool = False
     train_output_bias: bool = Field(False, description="also train the vocabulary projection's bias (|V| "
                                     "parameters, one per term) as a full parameter beside the adapters")
@@ -221,7 +172,7 @@ class LoraConfig(_Section):
         default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
 
 
-class FlopsConfig(_Section):
+class FlopsConfig(Section):
     """FLOPS regularizer (Paria et al. 2020, arXiv:2004.05665) weights and warmup (LACONIC, arXiv:2601.01684
     §2.2)."""
 
@@ -233,42 +184,7 @@ class FlopsConfig(_Section):
     unbiased: bool = Field(False, description="FLOPS U-statistic without the Var/n bias (lexray.losses.flops)")
 
 
-class DistillConfig(_Section):
-    """Distillation from a teacher's scores, mixed into the phase's InfoNCE: ``L_rank = InfoNCE + weight ·
-    L_distill`` over each query's positive and its hard negatives (Formal et al. 2022, "From distillation to hard
-    negative sampling", arXiv:2205.04733: MarginMSE, arXiv:2010.02666, and KL-Div, ``lexray.losses.kl_div``). The
-    teacher's scores come with the hard-negative groups (``positive_scores``/``negative_scores``), computed once
-    from ``train.teacher`` (``lexray.train.teacher``)."""
-
-    loss: Literal["none", "kl", "margin_mse"] = "none"
-    weight: float = Field(1.0, ge=0, description="weight of the distillation term beside InfoNCE")
-    temperature: float = Field(1.0, gt=0, description="kl: the student's scores are divided by this (the paper: 1)")
-    teacher_temperature: float = Field(1.0, gt=0, description="kl: the teacher's scores are divided by this")
-
-
-class TeacherConfig(_Section):
-    """The retriever whose scores a distilling phase matches (``lexray.train.teacher``): computed once per
-    teacher, settings, collection and mined negatives, and cached beside the negatives."""
-
-    kind: Literal["none", "bm25", "sparse"] = Field(
-        "none", description="bm25: Lucene BM25 (Anserini's BEIR flat set-up); sparse: a lexray sparse model "
-        "(teacher.model), exact dot products of its query and document vectors")
-    model: str | None = Field(None, description="kind sparse: the teacher model's location (hub id, folder, "
-                              "shared:<rel>)")
-    k1: float = Field(0.9, gt=0, description="kind bm25")
-    b: float = Field(0.4, ge=0, le=1, description="kind bm25")
-    depth: int = Field(1000, ge=1, description="kind bm25: ranks searched per query; a candidate below it gets "
-                       "the score at rank depth (an upper bound of its own), counted in the report")
-    batch_size: int = Field(32, ge=1, description="kind sparse: texts per forward pass")
-
-    @model_validator(mode="after")
-    def _model_for_sparse(self) -> TeacherConfig:
-        if self.kind == "sparse" and not self.model:
-            raise ValueError("train.teacher.kind 'sparse' needs train.teacher.model")
-        return self
-
-
-class PhaseConfig(_Section):
+class PhaseConfig(Section):
     """One training phase (LACONIC, arXiv:2601.01684 §2.2: pre-finetuning, then hard-negative finetuning)."""
 
     name: str = "finetune"
@@ -311,7 +227,7 @@ class PhaseConfig(_Section):
         return self.loss == "margin_mse" or self.distill.loss != "none"
 
 
-class TrainConfig(_Section):
+class TrainConfig(Section):
     """Ray Train settings shared by all phases."""
 
     strategy: Literal["ddp", "fsdp", "deepspeed"] = "ddp"
@@ -338,7 +254,7 @@ class TrainConfig(_Section):
     teacher: TeacherConfig = Field(default_factory=TeacherConfig)
 
 
-class EncodeConfig(_Section):
+class EncodeConfig(Section):
     """Ray Data corpus encoding into Parquet sparse shards (``lexray.encode``, docs/indexing.md)."""
 
     batch_size: int = Field(32, ge=1, description="documents per forward pass (length-sorted within a shard)")
@@ -374,7 +290,7 @@ class EncodeConfig(_Section):
         "training collection can then produce this collection's words); full = all of |V|")
 
 
-class IndexConfig(_Section):
+class IndexConfig(Section):
     """DuckDB merge of shards into an inverted index."""
 
     quant_bits: int = 8
@@ -395,7 +311,7 @@ class IndexConfig(_Section):
         "tokenized with the encoder's tokenizer, untruncated); postings = the term's posting count in the index")
 
 
-class SeismicConfig(_Section):
+class SeismicConfig(Section):
     """Seismic (pyseismic-lsr) approximate search, ``eval.backend: seismic`` (see lexray.index.seismic)."""
 
     n_postings: int = 3500
@@ -406,7 +322,7 @@ class SeismicConfig(_Section):
     threads: int | None = None
 
 
-class EvalConfig(_Section):
+class EvalConfig(Section):
     """Retrieval and evaluation. ``backend: seismic`` searches with Seismic (approximate) and also exactly, to
     report its recall@10 against the exact top-10."""
 
@@ -438,117 +354,7 @@ class EvalConfig(_Section):
         return self
 
 
-class HybridConfig(_Section):
-    """Fusion of the sparse run with BM25 (``lexray evaluate --hybrid bm25``; CAI arXiv:2211.03988 §3.3, Eq. 8-9;
-    lexray.index.fusion, through ranx)."""
-
-    method: Literal["sum", "minmax", "zscore", "rrf"] = Field(
-        "sum", description="sum = the paper's BM25 + sparse over the union of both lists (missing = 0); minmax / "
-        "zscore = ranx min-max / zmuv normalization first; rrf = ranx reciprocal rank fusion")
-    weight: float | None = Field(None, ge=0, le=1, description="α, the sparse run's share: (1-α)·BM25 + α·sparse; "
-                                 "None = 0.5 (ranks as the paper's plain sum); not allowed with rrf")
-    depth: int | None = Field(None, ge=1, description="each list is cut to this many documents before fusing "
-                              "(None = eval.top_k; CAI's code used 100)")
-    rrf_k: int = Field(60, ge=1, description="k of RRF's 1/(k + rank)")
-
-    @model_validator(mode="after")
-    def _rrf_unweighted(self) -> HybridConfig:
-        if self.method == "rrf" and self.weight is not None:
-            raise ValueError("hybrid.weight: ranx's rrf is unweighted; leave hybrid.weight unset with "
-                             "hybrid.method=rrf")
-        return self
-
-
-class VTAdaptConfig(_Section):
-    """VT adaptation (Vocabulary Transfer, arXiv:2607.00004 §4.2.3, §5.3): embedding-only MLM, every transformer
-    weight frozen, Overlap-Aware Masking Curriculum, AdamW with a cosine schedule and linear warm-up, run by Ray
-    Train with ``train.strategy``."""
-
-    enabled: bool = True
-    objective: Literal["auto", "mlm", "mntp"] = Field(
-        "auto", description="mlm = predict the masked token at its own position; mntp = LLM2Vec masked next-token "
-        "prediction (predict token i from position i-1); auto = mntp for decoders, mlm for MLM encoders "
-        "(lexray.vocab.adapt explains why)")
-    dataset: str | None = Field(None, description="BEIR folder whose corpus is the MLM text (None = data.dataset)")
-    max_docs: int | None = Field(None, ge=1)
-    max_steps: int = Field(100, ge=1)
-    lr: float = 3e-4
-    weight_decay: float = 0.0
-    warmup_steps: int = Field(10, ge=0)
-    global_batch_size: int = Field(16, ge=1)
-    grad_accum: int = Field(1, ge=1)
-    max_length: int = Field(128, ge=8)
-    mask_rate: float = Field(0.3, gt=0, lt=1)
-    new_token_weight: float = Field(2.0, gt=0, description="lambda: masking weight of new tokens (overlap = 1)")
-    train_output_head: bool = Field(True, description="also train an untied output projection and the head bias "
-                                    "(tied heads train with the input embeddings either way)")
-
-
-class VTConfig(_Section):
-    """Vocabulary Transfer (arXiv:2607.00004, ../shared/papers/vocabulary-transfer-vt.txt §4.2): ``model`` is the
-    source; the job ``jobs/migrate_vocab.py`` writes a lexray encoder over ``target_tokenizer``."""
-
-    target_tokenizer: str = Field("shared:models/splade-tiny", description="V′: tokenizer location")
-    target_table: str | None = Field("shared:models/splade-tiny", description="model whose input embeddings are "
-                                     "Ẽ (Semantic-Init affinities, eq. 7)")
-    target_bias: str | None = Field("shared:models/splade-tiny", description="MLM model whose output bias is "
-                                    "b_tgt (PDA, eq. 10); None = no PDA")
-    init: Literal["semantic", "rand_all", "rand_new", "mean", "subtoken"] = "semantic"
-    top_k: int = Field(64, ge=1, description="first sparsemax candidates per new token (exact either way: rows "
-                       "with a larger support are redone with more; see vocab/sparsemax.py)")
-    pda: bool = Field(True, description="Prior-Aware Distribution Alignment of the output bias (eq. 10)")
-    pda_scale: float | None = Field(None, ge=0, description="sigma of the source bias range; None = std of the "
-                                    "source bias (0 for a bias-less source: PDA then gives b' = mu = 0)")
-    apc: ApcConfig = Field(default_factory=lambda: ApcConfig(shift=5.0),
-                           description="APC applied after adaptation and saved with the migrated model")
-    adapt: VTAdaptConfig = Field(default_factory=VTAdaptConfig)
-    seed: int = 0
-
-
-class CaiExpandConfig(_Section):
-    """CAI's vocabulary expansion (arXiv:2211.03988 §3.2.1, Algorithm 1; lexray.vocab.expand)."""
-
-    enabled: bool = True
-    delta_v: int = Field(3000, gt=0, description="ΔV: the target size grows by this per iteration (the paper: "
-                         "3,000); the loop stops when an iteration adds fewer than ΔV words")
-    max_iterations: int | None = Field(None, ge=1, description="cap on the iterations (None = Algorithm 1's "
-                                       "criterion only; not in the paper)")
-    min_frequency: int = Field(2, ge=1, description="minimum pair frequency of the domain tokenizer's trainer")
-
-
-class CaiMlmConfig(_Section):
-    """CAI's continual MLM pre-training on the domain corpus (arXiv:2211.03988 §3.2.1: BERT's 15 % masking,
-    80/10/10), a :class:`lexray.vocab.domain.ContinualMLMPhase` on Ray Train with ``train.strategy``; AdamW,
-    linear warm-up then cosine decay."""
-
-    enabled: bool = True
-    trainable: Literal["all", "embeddings"] = Field("all", description="all parameters (the paper), or only the "
-                                                    "input embeddings and output head/bias (as VT's adaptation)")
-    max_steps: int = Field(100, ge=1)
-    lr: float = Field(5e-5, gt=0)
-    weight_decay: float = Field(0.01, ge=0)
-    warmup_steps: int = Field(10, ge=0)
-    global_batch_size: int = Field(32, ge=1)
-    grad_accum: int = Field(1, ge=1)
-    max_length: int = Field(128, ge=8)
-    mask_rate: float = Field(0.15, gt=0, lt=1, description="fraction of non-special positions masked")
-
-
-class CaiConfig(_Section):
-    """CAI's AdaLM step (arXiv:2211.03988 §3.2.1): vocabulary expansion, then continual MLM pre-training on a
-    domain corpus, run by ``lexray adapt-domain`` (jobs/adapt_domain.py, docs/cai.md). ``model`` is the model
-    adapted (an MLM encoder; a decoder trains with masked next-token prediction)."""
-
-    corpus: str = Field("shared:datasets/scifact", description="the domain corpus: a BEIR folder (title + text "
-                        "of corpus.jsonl) or a .jsonl file with one record per line")
-    text_field: str = Field("text", description="JSONL corpus: the field holding the text")
-    title_field: str | None = Field(None, description="JSONL corpus: an optional field prepended to the text")
-    max_docs: int | None = Field(None, ge=1, description="only the first N documents")
-    expand: CaiExpandConfig = Field(default_factory=CaiExpandConfig)
-    mlm: CaiMlmConfig = Field(default_factory=CaiMlmConfig)
-
-
-class StoreConfig(_Section):
+class StoreConfig(Section):
     """Versioned collection store and scheduled re-encoding (``lexray.store``, jobs/reencode.py)."""
 
     keep_versions: int = Field(3, ge=1, description="published index versions kept (current included); older "
@@ -558,7 +364,7 @@ class StoreConfig(_Section):
     validate_k: int = Field(100, ge=1, description="k of that check")
 
 
-class TuneConfig(_Section):
+class TuneConfig(Section):
     """A hyper-parameter search's data and cadence (``jobs/tune.py``, :mod:`lexray.tune`, docs/tuning.md). What
     is searched, the objective and the scheduler live in the search space file (``tune_spaces/*.yaml``)."""
 
@@ -578,7 +384,7 @@ class TuneConfig(_Section):
                                          "× train.cpus_per_worker")
 
 
-class LexrayConfig(_Section):
+class LexrayConfig(Section):
     """Root of a recipe."""
 
     name: str = "run"
