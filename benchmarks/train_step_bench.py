@@ -9,9 +9,18 @@ clipping, tokenizing every step:
 * lexray — ``run_training`` on a Ray Train ``TorchTrainer`` with one worker holding the same CPUs (ddp strategy),
   metrics reported through ``ray.train.report`` every step (the most frequent setting).
 
-The plain loop runs before and after the Ray run and its mean step is the baseline (the machine's speed drifts).
-Steady state: the first ``--warmup`` steps are excluded; lexray's step time is the wall-clock time between logged
-steps (so it includes the report barrier), the baseline's is the mean loop-iteration time. Goal: ratio ≤ 1.10.
+Brackets: every measurement runs in its own fresh Python process, interleaved plain, Ray, plain, Ray, plain
+(``--brackets 2``), and each process must leave no Ray process behind before the next starts. Why: the earlier
+version ran the plain loop in the driver before and after ``run_training``, which starts a local Ray and leaves it
+running (raylet, GCS, dashboard, idle workers polling), so the "after" baseline shared the 2 cores with an idle
+Ray and read 10-22 % slower (0.42 -> 0.48, 0.50 -> 0.61, 0.46 -> 0.55 s per step in three runs), and one run's
+ratio read 1.34 against 0.98 in the other two. The ratio is the mean Ray step over the mean plain step across all
+brackets; ``baseline_spread`` (max / min of the plain brackets' means) says whether the machine stayed steady
+(goal ≤ 1.05).
+
+Steady state: the first ``--warmup`` steps of each bracket are excluded; lexray's step time is the wall-clock time
+between logged steps (so it includes the report barrier), the baseline's is the mean loop-iteration time. Goal:
+ratio ≤ 1.10.
 
     .venv/bin/python benchmarks/train_step_bench.py --out outputs/benchmarks/train_step.json
 """
@@ -23,9 +32,14 @@ import json
 import os
 import platform
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+RAY_PROCESS_NAMES = ("raylet", "gcs_server", "dashboard", "runtime_env", "ray::", "default_worker")
 
 
 def make_cfg(args, workers: int = 1):
@@ -92,6 +106,49 @@ def ray_loop(args) -> tuple[list[float], list[float]]:
     return [b - a for a, b in zip(walls, walls[1:], strict=False)], [m["step_time_s"] for m in hist]
 
 
+def ray_processes() -> list[str]:
+    """Command lines of live Ray processes on this machine (raylet, GCS, agents, workers)."""
+    import psutil
+
+    found = []
+    for p in psutil.process_iter(["cmdline", "name"]):
+        try:
+            line = " ".join(p.info["cmdline"] or [p.info["name"] or ""])
+        except psutil.Error:
+            continue
+        if any(n in line for n in RAY_PROCESS_NAMES) and "train_step_bench" not in line:
+            found.append(line[:120])
+    return found
+
+
+def wait_no_ray(timeout_s: float = 60.0) -> list[str]:
+    """Wait until no Ray process is left (a bracket must not share the CPU with the last one's Ray)."""
+    t0 = time.monotonic()
+    while (left := ray_processes()) and time.monotonic() - t0 < timeout_s:
+        time.sleep(0.5)
+    return left
+
+
+def run_bracket(kind: str, argv: list[str]) -> list[float]:
+    """One measurement in a fresh interpreter: ``plain`` or ``ray``; returns its steady-state step times (s)."""
+    with tempfile.NamedTemporaryFile("r", suffix=".json") as f:
+        subprocess.run([sys.executable, str(Path(__file__).resolve()), "--bracket", kind, "--bracket-out", f.name,
+                        *argv], check=True)
+        return json.loads(Path(f.name).read_text())
+
+
+def bracket_main(args) -> None:
+    if args.bracket == "plain":
+        times = plain_loop(args)[args.warmup:]
+    else:
+        import ray
+
+        gaps, _ = ray_loop(args)
+        ray.shutdown()
+        times = gaps[args.warmup - 1:]  # inter-report gaps start at step 2; drop the same warm-up steps
+    Path(args.bracket_out).write_text(json.dumps(times))
+
+
 def main() -> None:
     from lexray.paths import shared_path
 
@@ -103,27 +160,38 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--cpus", type=float, default=2.0)
+    ap.add_argument("--brackets", type=int, default=2, help="Ray runs; plain runs = brackets + 1, interleaved")
     ap.add_argument("--out", type=Path, default=Path("outputs/benchmarks/train_step.json"))
+    ap.add_argument("--bracket", choices=["plain", "ray"], help=argparse.SUPPRESS)
+    ap.add_argument("--bracket-out", help=argparse.SUPPRESS)
     args = ap.parse_args()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-    # plain loop before *and* after the Ray run: this VM's speed drifts by up to ~1.4x over minutes (measured
-    # 2026-11-23: plain-loop steps of 0.60 s and 0.86 s in two runs), so one baseline taken before would put the
-    # drift into the ratio; the JSON keeps both
-    base = plain_loop(args)[args.warmup:]
-    # inter-report gaps start at step 2; drop the same warm-up steps
-    gaps, inner = ray_loop(args)
-    gaps, inner = gaps[args.warmup - 1:], inner[args.warmup:]
-    base_after = plain_loop(args)[args.warmup:]
-    b = (statistics.mean(base) + statistics.mean(base_after)) / 2
-    r, ri = statistics.mean(gaps), statistics.mean(inner)
+    if args.bracket:
+        bracket_main(args)
+        return
+    argv = ["--model", args.model, "--batch", str(args.batch), "--qlen", str(args.qlen), "--dlen", str(args.dlen),
+            "--steps", str(args.steps), "--warmup", str(args.warmup), "--cpus", str(args.cpus)]
+    if left := wait_no_ray(5.0):
+        raise SystemExit(f"Ray processes are running on this machine; the bench needs them gone: {left[:3]}")
+    plain_runs, ray_runs, leftovers = [], [], []
+    for i in range(2 * args.brackets + 1):
+        kind = "plain" if i % 2 == 0 else "ray"
+        times = run_bracket(kind, argv)
+        (plain_runs if kind == "plain" else ray_runs).append(times)
+        leftovers += wait_no_ray()
+        print(f"bracket {i + 1}/{2 * args.brackets + 1} {kind}: {statistics.mean(times):.3f} s/step", flush=True)
+    plain_means = [statistics.mean(t) for t in plain_runs]
+    ray_means = [statistics.mean(t) for t in ray_runs]
+    b, r = statistics.mean(plain_means), statistics.mean(ray_means)
     out = {"benchmark": "train_step", "model": args.model, "global_batch": args.batch, "query_len": args.qlen,
            "doc_len": args.dlen, "steps": args.steps, "warmup_steps_excluded": args.warmup,
-           "machine": f"{platform.machine()} {os.cpu_count()} cpus",
-           "baseline_plain_pytorch_step_s": b, "baseline_before_s": statistics.mean(base),
-           "baseline_after_s": statistics.mean(base_after), "lexray_ray_train_step_s": r,
-           "lexray_inside_step_s": ri, "ratio": r / b, "goal_ratio": 1.10, "meets_goal": r / b <= 1.10,
-           "baseline_steps_s": base, "baseline_after_steps_s": base_after, "lexray_steps_s": gaps}
+           "brackets": args.brackets, "machine": f"{platform.machine()} {os.cpu_count()} cpus",
+           "load_average_1m_at_end": os.getloadavg()[0],
+           "baseline_plain_pytorch_step_s": b, "baseline_bracket_means_s": plain_means,
+           "baseline_spread": max(plain_means) / min(plain_means), "lexray_ray_train_step_s": r,
+           "lexray_bracket_means_s": ray_means, "ratio": r / b, "goal_ratio": 1.10, "meets_goal": r / b <= 1.10,
+           "ray_processes_left_after_brackets": leftovers,
+           "baseline_steps_s": plain_runs, "lexray_steps_s": ray_runs}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps({k: v for k, v in out.items() if not k.endswith("steps_s")}, indent=2))
