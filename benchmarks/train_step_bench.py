@@ -13,8 +13,9 @@ Brackets: every measurement runs in its own fresh Python process, interleaved pl
 (``--brackets 2``), and each process must leave no Ray process behind before the next starts. Why: the earlier
 version ran the plain loop in the driver before and after ``run_training``, which starts a local Ray and leaves it
 running (raylet, GCS, dashboard, idle workers polling), so the "after" baseline shared the 2 cores with an idle
-Ray and read 10-22 % slower (0.42 -> 0.48, 0.50 -> 0.61, 0.46 -> 0.55 s per step in three runs), and one run's
-ratio read 1.34 against 0.98 in the other two. The ratio is the mean Ray step over the mean plain step across all
+Ray (measured: an idle local Ray's raylet, GCS, dashboard, agents and idle workers use about 7 % of one core here)
+and it read 10-22 % slower (0.42 -> 0.48, 0.50 -> 0.61, 0.46 -> 0.55 s per step in three runs); one run's ratio read
+1.34 against 0.98 in the other two. Fresh processes also reset allocator state and thread pools between brackets. The ratio is the mean Ray step over the mean plain step across all
 brackets; ``baseline_spread`` (max / min of the plain brackets' means) says whether the machine stayed steady
 (goal ≤ 1.05).
 
