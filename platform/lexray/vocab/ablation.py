@@ -20,14 +20,15 @@ whose ``row.json`` exists is skipped on re-runs, so an interrupted table resumes
 from __future__ import annotations
 
 import json
-import shlex
-import subprocess
-import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lexray import ablation
+from lexray.ablation import set_args as _sets
+from lexray.ablation import shell_line
 from lexray.paths import REPO_ROOT
+
+__all__ = ["Row", "table3_rows", "native_overrides", "row_commands", "shell_line", "collect", "run_row", "markdown"]
 
 MIGRATE_JOB = REPO_ROOT / "jobs" / "migrate_vocab.py"
 TRAIN_JOB = REPO_ROOT / "jobs" / "train_splade.py"
@@ -82,10 +83,6 @@ def native_overrides(migrate_recipe: Path, migrate_sets: tuple[str, ...] = ()) -
     return tuple(sets)
 
 
-def _sets(pairs) -> list[str]:
-    return [a for kv in pairs for a in ("--set", kv)]
-
-
 def row_commands(row: Row, out: Path, migrate_recipe: Path = MIGRATE_RECIPE,
                  finetune_recipe: Path = FINETUNE_RECIPE, migrate_sets: tuple[str, ...] = (),
                  finetune_sets: tuple[str, ...] = ()) -> list[list[str]]:
@@ -103,16 +100,11 @@ def row_commands(row: Row, out: Path, migrate_recipe: Path = MIGRATE_RECIPE,
     return cmds
 
 
-def shell_line(cmd: list[str]) -> str:
-    return " ".join(shlex.quote(c) for c in cmd)
-
-
 def collect(row: Row, out: Path, seconds: list[float], cmds: list[list[str]]) -> dict:
     """Read the row's ``ft/metrics.json`` (the trained model: the file's object, or its list's last entry) and
     ``vt_report.json``."""
     d = out / row.name
-    entries = json.loads((d / "ft" / "metrics.json").read_text())
-    e = entries[-1] if isinstance(entries, list) else entries  # one evaluated model: a single object
+    e = ablation.metrics_entries(d / "ft" / "metrics.json")[-1]
     eff = e["efficiency"]
     res = {"row": row.name, "label": row.label, "metrics": e["metrics"],
            "avg_query_terms": eff.get("avg_query_nnz"), "avg_doc_terms": eff.get("index_avg_nnz_per_doc"),
@@ -127,30 +119,12 @@ def collect(row: Row, out: Path, seconds: list[float], cmds: list[list[str]]) ->
 
 
 def run_row(row: Row, out: Path, force: bool = False, log=print, **kw) -> dict:
-    """Run the row's commands in order (each a subprocess with this interpreter), time them, write and return
+    """Run the row's commands through the one table runner (:func:`lexray.ablation.run_row`), write and return
     ``row.json``. Raises subprocess.CalledProcessError naming the failed command; its output is in
     ``out/<row>/<i>.log``."""
-    d = out / row.name
-    done = d / "row.json"
-    if done.is_file() and not force:
-        log(f"[vt-ablation] {row.name}: done already ({done})")
-        return json.loads(done.read_text())
-    d.mkdir(parents=True, exist_ok=True)
     cmds = row_commands(row, out, **kw)
-    seconds = []
-    for i, cmd in enumerate(cmds):
-        log(f"[vt-ablation] {row.name} ({i + 1}/{len(cmds)}): {shell_line(cmd)}")
-        t0 = time.perf_counter()
-        with open(d / f"{i}.log", "w") as fh:
-            proc = subprocess.run([sys.executable, *cmd[1:]], stdout=fh, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
-        seconds.append(time.perf_counter() - t0)
-        if proc.returncode != 0:
-            raise subprocess.CalledProcessError(proc.returncode, shell_line(cmd),
-                                                output=f"see {d / f'{i}.log'}")
-        log(f"[vt-ablation] {row.name} ({i + 1}/{len(cmds)}) done in {seconds[-1] / 60:.1f} min")
-    res = collect(row, out, seconds, cmds)
-    done.write_text(json.dumps(res, indent=1))
-    return res
+    return ablation.run_row(row.name, out / row.name, cmds, lambda seconds: collect(row, out, seconds, cmds),
+                            force=force, log=log, tag="vt-ablation")
 
 
 def markdown(results: list[dict]) -> str:
