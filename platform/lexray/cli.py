@@ -65,6 +65,8 @@ COMMANDS: tuple[Command, ...] = (
             "migrate a model to another vocabulary (Vocabulary Transfer) -> an encoder the other commands take"),
     Command("vt-ablation", "lexray.commands.vt_ablation:main", "vt_ablation.py",
             "VT Table 3 at SciFact scale: every row (migration + the same short SPLADE training) -> table.md"),
+    Command("laconic-curve", "lexray.commands.laconic_curve:main", "laconic_curve.py",
+            "the LACONIC compute curve: the main job's recipe over kept layers x training steps -> table.md"),
     Command("adapt-domain", "lexray.commands.adapt_domain:main", "adapt_domain.py",
             "CAI's AdaLM step: expand an MLM's vocabulary on a domain corpus, then continual MLM pre-training "
             "-> an adapted model folder and adapt_report.json"),
