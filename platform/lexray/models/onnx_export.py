@@ -15,6 +15,11 @@ attention / pool mask, max over positions, the output bias (APC's ``b <- b - c``
 restricted output vocabulary and the special-token exclusion. Tokenization stays outside (the tokenizer and
 ``lexray_onnx.json``, which records prefixes and max lengths, are saved beside ``model.onnx``).
 
+One difference, by construction: the graph sees token ids only, so it excludes every position holding a
+special-token id, while the PyTorch encoder excludes the positions its tokenizer marks in ``special_tokens_mask``
+(the tokens it adds: [CLS], [SEP], BOS …). A special-token string written in the text itself (``"<|im_end|>"``,
+``"[SEP]"``) is pooled by PyTorch and not by the graph. SciFact's documents contain none (the checks below).
+
 Bidirectional attention (decoders, LACONIC §2.1): the exporter traces the backbone as loaded, with
 ``config.is_causal = False``; a causal trace would give different weights, so every export is compared with the
 PyTorch encoder on probe texts through onnxruntime and refused above ``tolerance`` (1e-4 by default).
@@ -206,7 +211,9 @@ def _spec(encoder, opset: int, diff: float, n_probe: int, source: str | None) ->
         "outputs": [{"name": "weights", "dtype": "float32", "shape": ["batch", encoder.vocab_size],
                      "meaning": "SPLADE-max term weights w_j = max_i log(1 + ReLU(logit_ij)), >= 0"}],
         "in_graph": ["backbone", "vocabulary head (+ output bias)", "attention-mask pooling",
-                     "special-token exclusion" if s.special_tokens == "exclude" else "special tokens pooled",
+                     "special-token exclusion (by token id: also a special-token string written in the "
+                     "text, which the PyTorch encoder pools)" if s.special_tokens == "exclude"
+                     else "special tokens pooled",
                      "max over positions", "ReLU", "log1p",
                      f"output vocabulary restriction ({n_out} of {encoder.vocab_size} terms)"
                      if s.output_ids is not None else "full output vocabulary"],
