@@ -22,7 +22,7 @@ pytestmark = pytest.mark.timeout(300)
 
 @pytest.fixture(scope="module")
 def docs(scifact_dir):
-    return [d.full_text for d in iter_corpus(scifact_dir, max_docs=24)]
+    return [d.full_text for d in iter_corpus(scifact_dir, max_docs=16)]
 
 
 @pytest.fixture(scope="module")
@@ -103,4 +103,7 @@ def test_unsupported_models_and_occupied_folders_are_refused(decoder_export, spl
     mlm = load_encoder(ModelConfig(name_or_path=str(splade_tiny_dir), inference_free_queries=True))
     with pytest.raises(UnsupportedModelError, match="inference-free"):
         export_onnx(mlm, tmp_path / "if")
-    assert not (tmp_path / "causal").exists() and not (tmp_path / "if").exists()
+    bf16 = load_encoder(ModelConfig(name_or_path=str(splade_tiny_dir), dtype="bfloat16"))
+    with pytest.raises(UnsupportedModelError, match="float32"):
+        export_onnx(bf16, tmp_path / "bf16")
+    assert not any((tmp_path / n).exists() for n in ("causal", "if", "bf16"))

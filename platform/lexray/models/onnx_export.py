@@ -107,9 +107,9 @@ def check_exportable(encoder) -> None:
     """Refuse what the graph would not reproduce, before any tracing.
 
     Raises:
-        UnsupportedModelError: inference-free queries (the query side is a lookup, not this network); a head
-            without a verified layout (``fused_head.vocab_projection``: BERT MLM or a decoder ``lm_head``); a
-            decoder of an unverified type or still causal (``config.is_causal`` not False).
+        UnsupportedModelError: a backbone not in float32; inference-free queries (the query side is a lookup,
+            not this network); a head without a verified layout (``fused_head.vocab_projection``: BERT MLM or a
+            decoder ``lm_head``); a decoder of an unverified type or still causal (``config.is_causal`` not False).
     """
     s = encoder.settings
     name = type(encoder.backbone).__name__
@@ -117,6 +117,11 @@ def check_exportable(encoder) -> None:
         raise UnsupportedModelError(
             "export-onnx: inference-free queries are a bag-of-tokens lookup, not the exported network; export "
             "of such models is not supported (the document side alone would be a different model)")
+    dtype = next(encoder.backbone.parameters()).dtype
+    if dtype != torch.float32:
+        raise UnsupportedModelError(f"export-onnx: the backbone is {dtype}; export a float32 model "
+                                    "(model.dtype=float32): the check against PyTorch and onnxruntime's CPU "
+                                    "kernels assume float32")
     if encoder._split is None or vocab_projection(encoder.backbone, s.kind) is None:
         raise UnsupportedModelError(
             f"export-onnx: {name} has no verified head layout (BERT MLM or a decoder lm_head Linear); its "
