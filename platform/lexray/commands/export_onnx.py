@@ -33,6 +33,15 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _require_onnx() -> None:
+    """The exporter (onnx, onnxscript) and onnxruntime are the ``onnx`` extra: say so before any loading."""
+    import importlib.util
+
+    missing = [m for m in ("onnx", "onnxscript", "onnxruntime") if importlib.util.find_spec(m) is None]
+    if missing:
+        raise ModuleNotFoundError(f"export-onnx needs {', '.join(missing)}: pip install 'lexray[onnx]'")
+
+
 def main(argv: list[str] | None = None) -> dict:
     """Export the model; returns the ``lexray_onnx.json`` content. Bad flags, a missing model or dataset and an
     unsupported model (``UnsupportedModelError``) fail before any tracing."""
@@ -40,6 +49,7 @@ def main(argv: list[str] | None = None) -> dict:
     setup_logging()
     if args.probe_docs < 1:
         raise ValueError(f"--probe-docs must be >= 1, got {args.probe_docs}")
+    _require_onnx()
     overrides = ([f"model.name_or_path={args.model}"] if args.model else []) + args.overrides
     cfg = load_config(args.config, overrides)
     validate_model(cfg.model)
