@@ -68,6 +68,8 @@ USER_ERRORS = {
     "adapt-domain": (["--set", "cai.expand.delta_v=0"], 1, "cai.expand.delta_v: Input should be greater than 0"),
     "pyserini": (["os.path"], 1, "'os.path' is not a Pyserini module"),
     "search": (["--index", "/no/such/index", "--query", "x"], 1, "--index /no/such/index: no such folder"),
+    "export-onnx": (["--model", "/no/such/model", "--out", "{tmp}/onnx"], 1, "model /no/such/model: no such folder"),
+    "model-card": (["--model", "/no/such/model"], 1, "--model /no/such/model: no such folder"),
 }
 
 

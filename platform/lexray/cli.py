@@ -70,6 +70,12 @@ COMMANDS: tuple[Command, ...] = (
     Command("adapt-domain", "lexray.commands.adapt_domain:main", "adapt_domain.py",
             "CAI's AdaLM step: expand an MLM's vocabulary on a domain corpus, then continual MLM pre-training "
             "-> an adapted model folder and adapt_report.json"),
+    Command("export-onnx", "lexray.commands.export_onnx:main", "",
+            "export a sparse encoder to ONNX with the SPLADE pooling inside the graph (+ tokenizer, "
+            "lexray_onnx.json), checked against PyTorch with onnxruntime"),
+    Command("model-card", "lexray.commands.model_card:main", "",
+            "rewrite a saved model's README.md card for the Hugging Face Hub (base model, datasets, "
+            "architecture, model-index); --push-to-hub REPO_ID"),
     Command("pyserini", "lexray.index.lucene.pyserini_cli:main", "",
             "run a Pyserini module with lexray's Java set-up (e.g. pyserini.search.lucene --impact ...)"),
 )
