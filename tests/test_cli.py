@@ -67,6 +67,8 @@ USER_ERRORS = {
     "adapt-domain": (["--set", "cai.expand.delta_v=0"], 1, "cai.expand.delta_v: Input should be greater than 0"),
     "pyserini": (["os.path"], 1, "'os.path' is not a Pyserini module"),
     "search": (["--index", "/no/such/index", "--query", "x"], 1, "--index /no/such/index: no such folder"),
+    "prune": (["--index", "/no/such/index", "--out", "{tmp}/pruned", "--term-k", "0"], 1,
+              "--term-k (term_k) must be >= 1, got 0"),
 }
 
 
