@@ -144,6 +144,11 @@ def main(argv: list[str] | None = None) -> dict:
     for name in args.models.split(","):
         folder = splade_tiny_index(work) if name == "splade-tiny" else Path(args.laconic)
         rows += bench_model(name, folder, work, settings, args.repeats, args.top_k)
+        _write(args, rows)  # after every model: a long run leaves what it measured
+    return _write(args, rows)
+
+
+def _write(args, rows: list[dict]) -> dict:
     result = {"benchmark": "prune", "dataset": "scifact", "split": "test", "top_k": args.top_k,
               "repeats": args.repeats, "rows": rows,
               "machine": {"platform": platform.platform(), "python": sys.version.split()[0],
