@@ -130,3 +130,22 @@ def test_bad_input_is_refused_naming_the_key(source, tmp_path):
     with pytest.raises(PruneError, match="not an empty folder"):
         prune_index(source, tmp_path / "notindex", term_k=3)
     assert not (tmp_path / "a").exists()
+
+
+def test_a_pruned_index_records_what_its_source_records(source, tmp_path, splade_tiny_dir, scifact_dir):
+    """``--index`` an evaluated folder: the pruned index knows the source's model and corpus (lexray search needs no
+    --model), but not its Lucene index (that one holds the unpruned postings)."""
+    import shutil
+
+    from lexray.config import load_config, save_config
+    from lexray.search.locate import locate_index
+
+    ev = tmp_path / "ev"
+    shutil.copytree(source, ev / "index")
+    (ev / "lucene").mkdir()
+    save_config(load_config(None, [f"model.name_or_path={splade_tiny_dir}", f"data.dataset={scifact_dir}"]), ev)
+    assert cli.main(["prune", "--index", str(ev), "--out", str(tmp_path / "p"), "--doc-k", "3"]) == 0
+    src, got = locate_index(ev), locate_index(tmp_path / "p")
+    assert got.index_dir == tmp_path / "p" and got.kind == "index" and src.lucene_dir and got.lucene_dir is None
+    assert got.model == src.model and str(got.model.name_or_path) == str(splade_tiny_dir)
+    assert got.dataset == str(scifact_dir)
