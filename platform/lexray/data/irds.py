@@ -65,7 +65,11 @@ def irds_beir_folder(location: str) -> Path:
     if not str(location).startswith(IRDS_PREFIX):
         raise IrdsError(f"{location!r} is not an ir_datasets location (irds:<id>, e.g. irds:beir/scifact/test)")
     dataset_id = str(location)[len(IRDS_PREFIX):].strip("/")
-    import ir_datasets
+    try:
+        import ir_datasets
+    except ImportError:
+        raise ImportError(f"data.dataset {location}: irds: ids need the ir_datasets library "
+                          "(pip install 'lexray[irds]')") from None
 
     try:
         ds = ir_datasets.load(dataset_id)
