@@ -70,6 +70,8 @@ USER_ERRORS = {
     "search": (["--index", "/no/such/index", "--query", "x"], 1, "--index /no/such/index: no such folder"),
     "export-onnx": (["--model", "/no/such/model", "--out", "{tmp}/onnx"], 1, "model /no/such/model: no such folder"),
     "model-card": (["--model", "/no/such/model"], 1, "--model /no/such/model: no such folder"),
+    "prune": (["--index", "/no/such/index", "--out", "{tmp}/pruned", "--term-k", "0"], 1,
+              "--term-k (term_k) must be >= 1, got 0"),
 }
 
 

@@ -59,6 +59,8 @@ COMMANDS: tuple[Command, ...] = (
     Command("reencode", "lexray.commands.reencode:main", "reencode.py",
             "incremental re-encoding of a collection into a versioned store: only new/changed documents, "
             "build, validate, atomic switch; --rollback"),
+    Command("prune", "lexray.commands.prune:main", "prune.py",
+            "static pruning of an index (per-term and/or per-document top-k) -> a new index with its provenance"),
     Command("verify", "lexray.commands.verify:main", "verify.py",
             "check an index (--index) or a collection store (--store) against the checksums lexray recorded"),
     Command("migrate-vocab", "lexray.commands.migrate_vocab:main", "migrate_vocab.py",

@@ -16,11 +16,13 @@ import sys
 
 import pytest
 
+from lexray import cli
+from lexray.data.beir import iter_corpus
 from lexray.paths import REPO_ROOT, shared_dir
 
 
 @pytest.mark.timeout(480)
-def test_train_laconic_default_recipe_end_to_end(tmp_path):
+def test_train_laconic_default_recipe_end_to_end(tmp_path, capsys):
     out = tmp_path / "run"
     overrides = [f"out_dir={out}", "train.phases.0.max_steps=2", "train.phases.1.max_steps=2",
                  "train.phases.0.global_batch_size=8", "train.phases.1.global_batch_size=4",
@@ -49,3 +51,13 @@ def test_train_laconic_default_recipe_end_to_end(tmp_path):
     assert (out / "config.resolved.yaml").is_file() and (out / "metrics.md").is_file()
     run_lines = next((out / "eval" / "trained").glob("run.test*.trec")).read_text().splitlines()
     assert run_lines and all(len(line.split()) == 6 for line in run_lines)
+    # the query side on the job's output folder, as the README shows it: ranked doc ids with their titles
+    capsys.readouterr()
+    assert cli.main(["search", "--index", str(out), "--query", "vitamin D deficiency and bone fractures",
+                     "--k", "5", "--format", "json"]) == 0
+    rec = json.loads(capsys.readouterr().out.strip())
+    titles = {d.doc_id: d.title for d in iter_corpus(shared_dir() / "datasets" / "scifact", max_docs=300)}
+    hits = rec["hits"]
+    assert len(hits) == 5 and [h["rank"] for h in hits] == [1, 2, 3, 4, 5]
+    assert all(h["doc_id"] in titles and h["title"] == titles[h["doc_id"]] and h["title"] for h in hits)
+    assert [h["score"] for h in hits] == sorted((h["score"] for h in hits), reverse=True)

@@ -78,13 +78,18 @@ def _warn_unreported(report: ReadReport, what: str) -> None:
 
 
 def resolve_dataset_dir(dataset_dir: str | os.PathLike) -> Path:
-    """Resolve a dataset location (a path, a path relative to the repository root, or ``shared:<rel>``).
+    """Resolve a dataset location (a path, a path relative to the repository root, ``shared:<rel>``, or an
+    ir_datasets id ``irds:<id>``, exported once into a BEIR folder by :func:`lexray.data.irds.irds_beir_folder`).
 
     Raises:
-        FileNotFoundError: the folder does not exist.
+        FileNotFoundError: the folder does not exist. IrdsError: an ``irds:`` id ir_datasets does not know.
     """
     from lexray.paths import resolve_local
 
+    if str(dataset_dir).startswith("irds:"):
+        from lexray.data.irds import irds_beir_folder
+
+        return irds_beir_folder(str(dataset_dir))
     p = resolve_local(dataset_dir)
     if p is None or not p.is_dir():
         raise FileNotFoundError(f"BEIR dataset folder not found: {dataset_dir}")

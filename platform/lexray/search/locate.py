@@ -11,7 +11,9 @@ Accepted layouts (checked in this order):
 * a **training job's output** (``outputs/laconic-smollm2-cpu``): its ``eval/trained/`` (else its only ``eval/*``
   folder) as above;
 * a **bare index folder** (``lexray index``): ``stats.json`` names the shards folder, whose ``manifest.json``
-  records the model and the corpus; an index that is the ``index/`` of an evaluated folder is that folder.
+  records the model and the corpus; an index that is the ``index/`` of an evaluated folder is that folder;
+  a **pruned index** (``lexray prune``: ``stats.json`` ``prune.source_index``) records what its source records
+  (model, corpus, configuration), never the source's Lucene index (that one is of the unpruned postings).
 
 An evaluate run over several collections (``DIR/<collection>/``) is refused with the folders to choose from.
 """
@@ -74,6 +76,11 @@ def _bare_index(index: Path) -> IndexLocation:
     if index.name == "index" and (index.parent / CONFIG_FILE).is_file():
         return _evaluated(index.parent, "evaluate")
     stats = json.loads((index / "stats.json").read_text())
+    source = (stats.get("prune") or {}).get("source_index")
+    if isinstance(source, str) and Path(source).resolve() != index.resolve() and (Path(source) / "stats.json").is_file():
+        src = locate_index(source)
+        return IndexLocation(index_dir=index, kind="index", folder=index, model=src.model, dataset=src.dataset,
+                             config=src.config)
     model, dataset = None, None
     shards = stats.get("shards_dir")
     manifest = Path(shards) / "manifest.json" if isinstance(shards, str) else None
