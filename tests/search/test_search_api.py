@@ -157,6 +157,18 @@ def test_cli_formats_and_training_layout(capsys, evaluated, tmp_path):
     assert [ln.split()[3] for ln in lines] == ["1", "2", "1", "2"]
 
 
+def test_bare_index_finds_its_model_through_the_shards_manifest(evaluated, tmp_path, splade_tiny_dir):
+    """A bare `lexray index` folder (not inside an evaluation) records its shards; their manifest names the model,
+    so `lexray search --index BARE` needs no --model (it read a key build_index never wrote, and found none)."""
+    from lexray.search.locate import locate_index
+
+    bare = tmp_path / "bare"
+    assert cli.main(["index", "--shards", str(evaluated / "shards"), "--out", str(bare)]) == 0
+    loc = locate_index(bare)
+    assert loc.kind == "index" and loc.model is not None
+    assert Path(str(loc.model.name_or_path)).resolve() == Path(splade_tiny_dir).resolve()
+
+
 def test_import_lexray_stays_light():
     code = ("import sys, lexray; heavy = ('torch', 'transformers', 'numba', 'pyarrow'); "
             "print(sorted(m for m in heavy if m in sys.modules)); "

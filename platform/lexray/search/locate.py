@@ -82,8 +82,11 @@ def _bare_index(index: Path) -> IndexLocation:
         return IndexLocation(index_dir=index, kind="index", folder=index, model=src.model, dataset=src.dataset,
                              config=src.config)
     model, dataset = None, None
-    shards = stats.get("shards_dir")
-    manifest = Path(shards) / "manifest.json" if isinstance(shards, str) else None
+    # build_index records its input under settings.shards_dir: the shard folder or its manifest.json
+    shards = (stats.get("settings") or {}).get("shards_dir")
+    manifest = None
+    if isinstance(shards, str):
+        manifest = Path(shards) if Path(shards).name == "manifest.json" else Path(shards) / "manifest.json"
     if manifest is not None and manifest.is_file():
         man = json.loads(manifest.read_text())
         rec = (man.get("model") or {}).get("config") or {}
