@@ -167,11 +167,14 @@ def encode_corpus(model_cfg_or_path: ModelConfig | str | os.PathLike, dataset_di
             any encoding starts.
         FileNotFoundError: dataset or model missing (before anything is written).
         lexray.locks.LockHeldError: another run holds ``out_dir`` (names it).
+        lexray.fsio.OutputNotWritableError: ``out_dir`` is read-only (checked first).
     """
     from lexray.data.beir import resolve_dataset_dir
+    from lexray.fsio import check_writable
     from lexray.locks import FolderLock
 
     t_call = time.perf_counter()
+    check_writable(out_dir, "encode output folder")  # a read-only --out is refused before any model or Ray work
     cfg = encode_cfg or EncodeConfig()
     model_cfg = normalise_model_cfg(model_cfg_or_path)
     check_model(model_cfg)

@@ -171,14 +171,19 @@ def run_phase(build: Callable[[], PhaseSteps], state: TrainerState, reporter, si
     return new
 
 
-def _inject_fault(fault_injection: dict | None, phase: int, done: int, r: int) -> None:
+def _inject_fault(fault_injection: dict | list[dict] | None, phase: int, done: int, r: int) -> None:
     """Tests only: fail once per worker (a marker file per rank) after step ``fault_injection["step"]`` of
     phase ``fault_injection.get("phase", 0)``, on every rank or only on ``fault_injection["rank"]``.
 
     ``mode``: ``"raise"`` (default) raises a RuntimeError; ``"kill"`` kills the worker process with SIGKILL (what
-    the OOM killer or a pre-empted machine does: no Python cleanup, Ray sees the actor die); ``"hold"`` writes the
+    the OOM killer or a pre-empted machine does: no Python cleanup, Ray sees the actor die; after ``delay_s``
+    seconds, default 0); ``"hold"`` writes the
     marker and sleeps up to ``hold_s`` seconds (default 120) so that a test can remove the worker's node while
-    it is mid-phase, then raises."""
+    it is mid-phase, then raises. A list injects several faults (each with its own marker)."""
+    if isinstance(fault_injection, list):
+        for f in fault_injection:
+            _inject_fault(f, phase, done, r)
+        return
     if not fault_injection or done != fault_injection.get("step") or phase != fault_injection.get("phase", 0):
         return
     if fault_injection.get("rank") is not None and r != fault_injection["rank"]:
@@ -189,6 +194,7 @@ def _inject_fault(fault_injection: dict | None, phase: int, done: int, r: int) -
         marker.write_text(f"injected pid={os.getpid()}")
         mode = fault_injection.get("mode", "raise")
         if mode == "kill":
+            time.sleep(float(fault_injection.get("delay_s", 0)))  # let the controller collect the last report
             os.kill(os.getpid(), signal.SIGKILL)
         elif mode == "hold":
             time.sleep(float(fault_injection.get("hold_s", 120)))
