@@ -64,7 +64,7 @@ def test_disk_full_or_failing_while_writing_shards_then_index(splade_tiny_dir, s
         encode_corpus(splade_tiny_dir, scifact_dir, out, _cfg(), max_docs=DOCS, show_progress=False)
     assert e.value.errno == errno.ENOSPC and "part-00001.parquet" in str(e.value)
     assert sorted(p.name for p in out.iterdir()) == ["manifest.json", "part-00000.parquet"]  # no tmp, no lock
-    assert load_manifest(out).status == "running"
+    assert load_manifest(out).status == "interrupted"
     monkeypatch.undo()
     m = encode_corpus(splade_tiny_dir, scifact_dir, out, _cfg(), max_docs=DOCS, show_progress=False)
     assert m.status == "complete" and (m.totals.shards_reused, m.totals.shards_encoded) == (1, 2)

@@ -70,3 +70,79 @@ def test_killed_driver_leaves_agents_that_the_next_start_reaps(tmp_path):
     assert left <= {p.pid for p in orphaned_agents()}
     assert reap_orphaned_agents(only=agents) == len(left)
     assert not _alive(agents)
+
+
+def _watch_descendants(proc: subprocess.Popen, seen: set[int], stop) -> None:
+    """Record every descendant pid of ``proc`` (its Ray: GCS, raylet, agents, workers) until ``stop`` is set."""
+    try:
+        root = psutil.Process(proc.pid)
+        while not stop.is_set() and proc.poll() is None:
+            seen.update(p.pid for p in root.children(recursive=True))
+            time.sleep(0.2)
+    except psutil.Error:
+        pass
+
+
+def _run_encode(args: list[str], out, interrupt_after_shards: int | None = None) -> tuple[int, set[int]]:
+    import threading
+
+    from lexray.encode.shards import load_manifest
+
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "platform"), "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+    proc = subprocess.Popen([sys.executable, "-m", "lexray.cli", "encode", *args], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    seen: set[int] = set()
+    stop = threading.Event()
+    watcher = threading.Thread(target=_watch_descendants, args=(proc, seen, stop), daemon=True)
+    watcher.start()
+    try:
+        if interrupt_after_shards is not None:
+            deadline = time.time() + 240
+            while proc.poll() is None and time.time() < deadline:
+                try:
+                    m = load_manifest(out)
+                    if m is not None and sum(1 for s in m.shards if s.sha256) >= interrupt_after_shards:
+                        break
+                except Exception:  # noqa: BLE001 - being replaced
+                    pass
+                time.sleep(0.1)
+            assert proc.poll() is None, "the encode finished before it could be interrupted"
+            proc.send_signal(signal.SIGINT)  # Ctrl-C
+        rc = proc.wait(timeout=240)
+    finally:
+        stop.set()
+        if proc.poll() is None:
+            proc.kill()
+    watcher.join(timeout=5)
+    return rc, seen
+
+
+def _leftovers(pids: set[int], timeout: float = 30) -> set[int]:
+    deadline = time.time() + timeout
+    while _alive(pids) and time.time() < deadline:  # Ray's own shutdown takes a few seconds
+        time.sleep(0.5)
+    return _alive(pids)
+
+
+@pytest.mark.timeout(420)
+def test_ctrl_c_then_success_leave_no_processes_locks_or_running_manifest(splade_tiny_dir, scifact_dir, tmp_path):
+    """``lexray encode`` with its own local Ray: Ctrl-C after 2 shards, then the same command to completion.
+    After each: none of the job's processes (GCS, raylet, agents, workers), no lock, no temporary file, no
+    ``running`` manifest (``interrupted``, then ``complete``), and nothing in the folder but shards and the
+    manifest (and the resolved config)."""
+    from lexray.encode.shards import load_manifest
+
+    out = tmp_path / "shards"
+    args = ["--model", str(splade_tiny_dir), "--dataset", str(scifact_dir), "--out", str(out), "--max-docs", "200",
+            "--set", "encode.rows_per_shard=10", "--set", "encode.num_actors=1", "--set", "encode.batch_size=8"]
+    rc, pids = _run_encode(args, out, interrupt_after_shards=2)
+    assert rc != 0 and pids
+    assert not _leftovers(pids)
+    assert load_manifest(out).status == "interrupted"
+    assert not (out / ".lock").exists() and not list(out.glob(".*.tmp-*"))
+    rc, pids = _run_encode(args, out)
+    assert rc == 0 and pids and not _leftovers(pids)
+    m = load_manifest(out)
+    assert m.status == "complete" and m.totals.shards_reused >= 2
+    assert {p.name for p in out.iterdir()} - {f"part-{i:05d}.parquet" for i in range(20)} <= {
+        "manifest.json", "config.resolved.yaml"}

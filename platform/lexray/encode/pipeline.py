@@ -200,8 +200,17 @@ def _encode_locked(run: _Run, overwrite: bool, report, t_call: float) -> Manifes
                        report=report, show_progress=run.show_progress)
     todo = _verify_existing(run.out, plan, old, fp)
     manifest = _start_manifest(run, identity, fp, old, report, plan)
-    timings, wall = _encode_todo(run, manifest, plan, todo, fp, t_call)
-    return _finalize(run.out, manifest, plan, todo, timings, wall)
+    try:
+        timings, wall = _encode_todo(run, manifest, plan, todo, fp, t_call)
+        return _finalize(run.out, manifest, plan, todo, timings, wall)
+    except BaseException:  # an error or Ctrl-C: the manifest says so (the finished shards stay recorded)
+        if manifest.status != "complete":
+            manifest.status = "interrupted"
+            try:
+                save_manifest(manifest, run.out)
+            except OSError:  # e.g. the disk that failed the shard: the file keeps "running"
+                pass
+        raise
 
 
 def _resume_state(run: _Run, overwrite: bool) -> tuple[dict[str, Any], str, Manifest | None]:
