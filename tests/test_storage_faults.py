@@ -108,3 +108,37 @@ def test_read_only_output_folder_is_refused_before_any_work(splade_tiny_dir, sci
     monkeypatch.undo()
     check_writable(tmp_path / "out" / "deeper")  # a writable parent: accepted, nothing created
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.timeout(60)
+def test_checkpoint_write_fault_registers_nothing_and_the_previous_checkpoint_resumes(tmp_path, monkeypatch):
+    """ENOSPC while the step-4 checkpoint copies its model: the error propagates (the worker fails, Ray Train
+    restarts or fails the run), no checkpoint is reported, the temporary folder is removed, and resuming reads
+    the step-2 checkpoint. Same reporter contract as Ray's (``report(metrics, folder)``), in-process."""
+    import shutil
+    import tempfile
+
+    from lexray.train.checkpoint import TrainerState
+    from lexray.train.runner import LocalReporter, report_checkpoint, resume_state
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    (tmp_path / "tmp").mkdir()
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    (model / "model.safetensors").write_bytes(b"\0" * 1000)
+    rep = LocalReporter(tmp_path / "ckpts")
+    report_checkpoint(rep, {"step": 2.0}, TrainerState(0, 2, str(model)), model)
+
+    def copy_then_enospc(src, dst, *a, **k):
+        os.makedirs(dst)
+        shutil.copy(os.path.join(src, "config.json"), dst)
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), os.path.join(dst, "model.safetensors"))
+
+    monkeypatch.setattr(shutil, "copytree", copy_then_enospc)
+    with pytest.raises(OSError) as e:
+        report_checkpoint(rep, {"step": 4.0}, TrainerState(0, 4, str(model)), model)
+    monkeypatch.undo()
+    assert e.value.errno == errno.ENOSPC
+    assert [m["step"] for m in rep.metrics] == [2.0] and not list((tmp_path / "tmp").iterdir())
+    assert resume_state(rep, TrainerState()).step == 2
