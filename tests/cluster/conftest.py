@@ -60,13 +60,24 @@ def ray_cluster():
     import ray
     from ray.cluster_utils import Cluster
 
-    cluster = Cluster(initialize_head=True, head_node_args={
-        "num_cpus": 0, "include_dashboard": False, "node_ip_address": "127.0.0.1",
-        "object_store_memory": 100 * 1024 * 1024})
-    lc = LocalCluster(cluster)
-    for name in NODES:
-        lc.add(name)
-    cluster.wait_for_nodes()
+    # Ray gives each raylet 30 s (hard-coded) to register; on a loaded machine a start can miss it ("The current
+    # node timed out during startup", as lexray.ray_utils.init_ray knows): start the whole cluster again
+    for attempt in range(3):
+        cluster = None
+        try:
+            cluster = Cluster(initialize_head=True, head_node_args={
+                "num_cpus": 0, "include_dashboard": False, "node_ip_address": "127.0.0.1",
+                "object_store_memory": 100 * 1024 * 1024})
+            lc = LocalCluster(cluster)
+            for name in NODES:
+                lc.add(name)
+            cluster.wait_for_nodes()
+            break
+        except Exception:  # noqa: BLE001 - Ray raises bare Exceptions for these
+            if cluster is not None:
+                cluster.shutdown()
+            if attempt == 2:
+                raise
     ray.init(address=cluster.address, logging_level="WARNING")
     yield lc
     ray.shutdown()
