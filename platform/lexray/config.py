@@ -382,6 +382,12 @@ class TuneConfig(Section):
                               "data.split at the end")
     cpus_per_trial: float | None = Field(None, gt=0, description="CPUs one trial holds; None = train.num_workers "
                                          "× train.cpus_per_worker")
+    max_failures: int = Field(0, ge=0, description="times Ray Tune retries a failed trial (its trainable process "
+                              "killed, its node lost, or its trainer out of train.max_failures); the retry resumes "
+                              "the trial's trainer from its latest checkpoint. 0 (default): a failed trial is "
+                              "recorded as failed at once; a trial that fails by itself (collapse guard, a "
+                              "rejected value) would fail again on every retry. A killed training worker inside a "
+                              "trial is train.max_failures' job")
 
 
 class LexrayConfig(Section):

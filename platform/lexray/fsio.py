@@ -62,3 +62,31 @@ def publish_folder(dest: str | os.PathLike, fill: Callable[[Path], None], marker
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
     return dest
+
+
+class OutputNotWritableError(PermissionError):
+    """An output folder lexray must write is read-only (or on a read-only file system); raised at a job's start,
+    before Ray or a model is loaded."""
+
+
+def check_writable(folder: str | os.PathLike, what: str = "output folder") -> None:
+    """Refuse a read-only output folder at a job's start: create and delete a probe file in ``folder`` (or in its
+    nearest existing parent when it does not exist yet).
+
+    Why a probe rather than ``os.access``: ``os.access`` says yes to root on a read-only mount and to anyone on a
+    file system mounted read-only under an NFS client's cache; creating a file is what the job will do.
+
+    Raises:
+        OutputNotWritableError: the folder cannot be written (names it, the errno and ``what``).
+    """
+    p = Path(folder).absolute()
+    while not p.exists() and p != p.parent:
+        p = p.parent
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".lexray-write-probe-", dir=p)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        raise OutputNotWritableError(
+            f"{what} {folder} is not writable ({p}: {os.strerror(e.errno) if e.errno else e}); choose a writable "
+            "folder or fix its permissions (nothing was started)") from e

@@ -74,6 +74,7 @@ def _init(ray, address, num_cpus, kwargs):
     if address is None and os.environ.get("RAY_ADDRESS"):
         address = os.environ["RAY_ADDRESS"]
     if address is None:
+        reap_orphaned_agents()  # what a killed earlier driver's Ray left behind (docs/operations.md, hygiene)
         # Starting a local instance fails transiently on a machine shared with other heavy jobs: Ray gives the
         # raylet 30 s (hard-coded) to register ("The current node timed out during startup"), and the dashboard
         # may not come up in time. Try again; the last attempt goes without the dashboard (training does not
@@ -155,3 +156,62 @@ def _kill_new_children(before: set[int]) -> None:
                 p.wait(timeout=5)  # reap it: no zombie left behind
             except (psutil.NoSuchProcess, psutil.TimeoutExpired):
                 pass
+
+
+AGENT_TITLES = ("ray::DashboardAgent", "ray::RuntimeEnvAgent")
+"""Process titles of the two per-node agents a raylet starts."""
+
+
+def orphaned_agents() -> list:
+    """This user's Ray node agents (DashboardAgent, RuntimeEnvAgent) whose raylet is gone: ``psutil.Process``es.
+
+    Why: when a driver that started its own local Ray is killed with SIGKILL, Ray's reaper stops the GCS, the
+    raylet and the workers, but the two agents stay, re-parented to init, each holding ~100-200 MB (issue 24,
+    defect 8; Ray 2.60: they notice the raylet's death, then hang for a minute or more flushing logs to the dead
+    GCS). A raylet starts its agents as its children, so an agent whose parent is no longer a raylet (re-parented
+    to init or a sub-reaper) is orphaned. Agents of a live raylet, any cluster's, are never listed; nor are other
+    users' processes.
+    """
+    import psutil
+
+    me = os.getuid()
+    out = []
+    for p in psutil.process_iter(["name", "cmdline", "uids", "ppid"]):
+        try:
+            title = (p.info["cmdline"] or [""])[0].strip()
+            if title not in AGENT_TITLES or p.info["uids"] is None or p.info["uids"].real != me:
+                continue
+            if not _is_raylet(p.info["ppid"]):
+                out.append(p)
+        except (psutil.Error, OSError):
+            continue
+    return out
+
+
+def _is_raylet(pid: int) -> bool:
+    import psutil
+
+    try:
+        return "raylet" in psutil.Process(pid).name()
+    except psutil.Error:
+        return False
+
+
+def reap_orphaned_agents(only: set[int] | None = None) -> int:
+    """Kill :func:`orphaned_agents` (SIGKILL, reaped; with ``only``, just those pids), with one warning naming
+    them; returns how many.
+    :func:`init_ray` runs it before it starts a local instance, so a killed job's leftovers go at the next start
+    (``ray stop`` does the same but also stops every live Ray instance of the machine)."""
+    import psutil
+
+    found = [p for p in orphaned_agents() if only is None or p.pid in only]
+    if found:
+        log.warning("stopping %d Ray agent process(es) left by a killed Ray instance (pids %s)", len(found),
+                    ", ".join(str(p.pid) for p in found))
+    for p in found:
+        try:
+            p.kill()
+            p.wait(timeout=5)
+        except (psutil.NoSuchProcess, psutil.TimeoutExpired):
+            pass
+    return len(found)

@@ -167,11 +167,14 @@ def encode_corpus(model_cfg_or_path: ModelConfig | str | os.PathLike, dataset_di
             any encoding starts.
         FileNotFoundError: dataset or model missing (before anything is written).
         lexray.locks.LockHeldError: another run holds ``out_dir`` (names it).
+        lexray.fsio.OutputNotWritableError: ``out_dir`` is read-only (checked first).
     """
     from lexray.data.beir import resolve_dataset_dir
+    from lexray.fsio import check_writable
     from lexray.locks import FolderLock
 
     t_call = time.perf_counter()
+    check_writable(out_dir, "encode output folder")  # a read-only --out is refused before any model or Ray work
     cfg = encode_cfg or EncodeConfig()
     model_cfg = normalise_model_cfg(model_cfg_or_path)
     check_model(model_cfg)
@@ -197,8 +200,17 @@ def _encode_locked(run: _Run, overwrite: bool, report, t_call: float) -> Manifes
                        report=report, show_progress=run.show_progress)
     todo = _verify_existing(run.out, plan, old, fp)
     manifest = _start_manifest(run, identity, fp, old, report, plan)
-    timings, wall = _encode_todo(run, manifest, plan, todo, fp, t_call)
-    return _finalize(run.out, manifest, plan, todo, timings, wall)
+    try:
+        timings, wall = _encode_todo(run, manifest, plan, todo, fp, t_call)
+        return _finalize(run.out, manifest, plan, todo, timings, wall)
+    except BaseException:  # an error or Ctrl-C: the manifest says so (the finished shards stay recorded)
+        if manifest.status != "complete":
+            manifest.status = "interrupted"
+            try:
+                save_manifest(manifest, run.out)
+            except OSError:  # e.g. the disk that failed the shard: the file keeps "running"
+                pass
+        raise
 
 
 def _resume_state(run: _Run, overwrite: bool) -> tuple[dict[str, Any], str, Manifest | None]:

@@ -203,10 +203,11 @@ class Totals(_Model):
 
 class Manifest(_Model):
     """``manifest.json``: what made the shards, the shard plan, and totals. Written last (status ``complete``);
-    while a run is in progress the same file has status ``running`` and lists the planned shards."""
+    while a run is in progress the same file has status ``running`` and lists the planned shards; a run that
+    stopped on an error or Ctrl-C leaves ``interrupted`` (only a killed process leaves ``running``)."""
 
     format_version: int = FORMAT_VERSION
-    status: Literal["running", "complete"] = "running"
+    status: Literal["running", "interrupted", "complete"] = "running"
     fingerprint: str
     identity: dict[str, Any] = Field(..., description="what the fingerprint hashes (compared on resume)")
     created_at: str = Field(default_factory=lambda: _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"))

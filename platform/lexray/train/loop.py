@@ -260,8 +260,12 @@ def run_training(cfg: LexrayConfig, name: str | None = None, storage_path: str |
         TrainingCollapsedError: the collapse guard stopped the run (message gives step and active dims).
         ray.train.TrainingFailedError: a worker failed more than ``train.max_failures`` times.
     """
+    from lexray.fsio import check_writable
     from lexray.ray_utils import init_ray
 
+    _, storage, _ = training_run_dir(cfg, name, storage_path)
+    if "://" not in storage:
+        check_writable(storage, "training storage folder (train.storage_path / out_dir)")  # before Ray starts
     init_ray()
     trainer = build_trainer(cfg, name, storage_path, fault_injection)
     return train_result(trainer.fit(), training_run_dir(cfg, name, storage_path)[2])

@@ -30,6 +30,8 @@ Reporters: :class:`RayReporter` (``ray.train.report`` / ``get_checkpoint``) on R
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import tempfile
 import time
 from collections.abc import Callable
@@ -109,7 +111,8 @@ def run_phase(build: Callable[[], PhaseSteps], state: TrainerState, reporter, si
         log_every, checkpoint_every: the cadence in steps (``train.log_every``, ``train.checkpoint_every``).
         checkpoint_model: the model folder every step checkpoint carries (the one the phase started from;
             :mod:`lexray.train.checkpoint`), or None.
-        fault_injection: tests only, ``{"step", "marker", "phase"}``: raise once per worker after that step.
+        fault_injection: tests only, ``{"step", "marker", "phase", "rank", "mode"}``: fail once per worker
+            after that step (:func:`_inject_fault`).
 
     Returns:
         The phase-end state from ``end``, or — when :meth:`PhaseSteps.check` stopped the phase — the state at
@@ -168,15 +171,33 @@ def run_phase(build: Callable[[], PhaseSteps], state: TrainerState, reporter, si
     return new
 
 
-def _inject_fault(fault_injection: dict | None, phase: int, done: int, r: int) -> None:
-    """Tests only: raise once per worker (a marker file per rank) after step ``fault_injection["step"]`` of
-    phase ``fault_injection.get("phase", 0)``."""
+def _inject_fault(fault_injection: dict | list[dict] | None, phase: int, done: int, r: int) -> None:
+    """Tests only: fail once per worker (a marker file per rank) after step ``fault_injection["step"]`` of
+    phase ``fault_injection.get("phase", 0)``, on every rank or only on ``fault_injection["rank"]``.
+
+    ``mode``: ``"raise"`` (default) raises a RuntimeError; ``"kill"`` kills the worker process with SIGKILL (what
+    the OOM killer or a pre-empted machine does: no Python cleanup, Ray sees the actor die; after ``delay_s``
+    seconds, default 0); ``"hold"`` writes the
+    marker and sleeps up to ``hold_s`` seconds (default 120) so that a test can remove the worker's node while
+    it is mid-phase, then raises. A list injects several faults (each with its own marker)."""
+    if isinstance(fault_injection, list):
+        for f in fault_injection:
+            _inject_fault(f, phase, done, r)
+        return
     if not fault_injection or done != fault_injection.get("step") or phase != fault_injection.get("phase", 0):
+        return
+    if fault_injection.get("rank") is not None and r != fault_injection["rank"]:
         return
     marker = Path(fault_injection["marker"]).with_suffix(f".rank{r}")
     if not marker.exists():
         marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.write_text("injected")
+        marker.write_text(f"injected pid={os.getpid()}")
+        mode = fault_injection.get("mode", "raise")
+        if mode == "kill":
+            time.sleep(float(fault_injection.get("delay_s", 0)))  # let the controller collect the last report
+            os.kill(os.getpid(), signal.SIGKILL)
+        elif mode == "hold":
+            time.sleep(float(fault_injection.get("hold_s", 120)))
         raise RuntimeError(f"injected failure after step {done} (fault_injection, tests only)")
 
 

@@ -140,7 +140,8 @@ def run_search(cfg: LexrayConfig, space: SearchSpace, out: str | Path, experimen
                 num_samples=space.search.num_samples, search_alg=_searcher(space), scheduler=_scheduler(space, cfg),
                 max_concurrent_trials=concurrency, reuse_actors=False, trial_dirname_creator=lambda t: t.trial_id),
             run_config=tune.RunConfig(name=experiment, storage_path=str(storage),
-                                      failure_config=tune.FailureConfig(max_failures=0, fail_fast=False),
+                                      failure_config=tune.FailureConfig(max_failures=cfg.tune.max_failures,
+                                                                      fail_fast=False),
                                       verbose=1))
     n_grid = math.prod(len(d.grid) for d in space.params.values() if d.kind == "grid")
     print(f"[lexray.tune] {space.search.num_samples * n_grid} trials of {space.name} ({space.search.algorithm}, "

@@ -1,0 +1,138 @@
+"""A real multi-node Ray cluster on one machine for the ``cluster`` tests (``ray.cluster_utils.Cluster``).
+
+A head with no CPUs (the driver, Ray Train's controller and Tune's trainables, which hold no CPU, stay there)
+and two worker nodes of 1 CPU each, tagged ``{"node_a": 1}`` / ``{"node_b": 1}``: a Ray Data encoder actor or a
+Ray Train worker holding 0.75 CPU fits on a worker node once, so two of them are forced onto different nodes, and
+work pinned with a node resource lands on that node. Each node has its own raylet and object store, so shards,
+payloads and gradients cross object stores as on a real cluster.
+
+Why a separate pytest run (``-m cluster``, second call of ``scripts/test.sh``): a process holds one Ray
+connection, and the main suite's ``ray_session`` is a single-node instance. The main run deselects these tests
+(``addopts`` in pyproject.toml); ``tests/cluster`` must not use ``ray_session``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+NODE_CPUS = 1
+NODES = ("node_a", "node_b")
+
+
+class LocalCluster:
+    """The running cluster: ``nodes[name]`` the Ray node of each tagged worker node; ``replace(name)`` removes that
+    node (its raylet, object store and workers die, as on a pre-empted machine) and starts a fresh one with the
+    same tag and CPUs (what an autoscaler does)."""
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+        self.nodes = {}
+
+    def add(self, name: str):
+        self.nodes[name] = self.cluster.add_node(num_cpus=NODE_CPUS, resources={name: 1},
+                                                 object_store_memory=100 * 1024 * 1024)
+        return self.nodes[name]
+
+    def remove(self, name: str) -> None:
+        self.cluster.remove_node(self.nodes.pop(name), allow_graceful=False)
+
+    def replace(self, name: str) -> None:
+        self.remove(name)
+        self.add(name)
+        self.cluster.wait_for_nodes()
+
+    def raylet_pids(self) -> dict[int, str]:
+        """``{raylet pid: node name}`` of the live worker nodes (each Ray worker process is a raylet's child)."""
+        return {n.all_processes["raylet"][0].process.pid: name for name, n in self.nodes.items()}
+
+    def node_ids(self) -> dict[str, str]:
+        return {n.node_id: name for name, n in self.nodes.items()}
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    """Head (0 CPUs) + ``node_a`` + ``node_b`` (1 CPU each); the test process is the driver."""
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    import ray
+    from ray.cluster_utils import Cluster
+
+    # Ray gives each raylet 30 s (hard-coded) to register; on a loaded machine a start can miss it ("The current
+    # node timed out during startup", as lexray.ray_utils.init_ray knows): start the whole cluster again
+    for attempt in range(3):
+        cluster = None
+        try:
+            cluster = Cluster(initialize_head=True, head_node_args={
+                "num_cpus": 0, "include_dashboard": False, "node_ip_address": "127.0.0.1",
+                "object_store_memory": 100 * 1024 * 1024})
+            lc = LocalCluster(cluster)
+            for name in NODES:
+                lc.add(name)
+            cluster.wait_for_nodes()
+            break
+        except Exception:  # noqa: BLE001 - Ray raises bare Exceptions for these
+            if cluster is not None:
+                cluster.shutdown()
+            if attempt == 2:
+                raise
+    ray.init(address=cluster.address, logging_level="WARNING")
+    yield lc
+    ray.shutdown()
+    cluster.shutdown()
+
+
+@pytest.fixture
+def cluster(ray_cluster):
+    """The session cluster, put back to two live worker nodes after the test (a fault test replaces nodes)."""
+    yield ray_cluster
+    for name in NODES:
+        if name not in ray_cluster.nodes:
+            ray_cluster.add(name)
+    ray_cluster.cluster.wait_for_nodes()
+
+
+class PlacementWatcher:
+    """Samples the process table every 0.2 s while active: ``seen[node name]`` = the ``ray::`` process titles
+    (actors and tasks, not idle workers) running under that node's raylet. Placement is read from the operating
+    system, so it needs no State API and no change to the code under test."""
+
+    def __init__(self, lc: LocalCluster):
+        self.lc = lc
+        self.seen: dict[str, set[str]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        import psutil
+
+        while not self._stop.is_set():
+            raylets = self.lc.raylet_pids()
+            for p in psutil.process_iter(["ppid", "cmdline"]):
+                try:
+                    node = raylets.get(p.info["ppid"])
+                    title = (p.info["cmdline"] or [""])[0]
+                except (psutil.Error, IndexError):
+                    continue
+                if node and title.startswith("ray::") and "IDLE" not in title:
+                    self.seen.setdefault(node, set()).add(title)
+            time.sleep(0.2)
+
+    def nodes_running(self, needle: str) -> set[str]:
+        return {node for node, titles in self.seen.items() if any(needle in t for t in titles)}
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+
+@pytest.fixture
+def placement(cluster):
+    """A :class:`PlacementWatcher` of the cluster (use as a context manager around the work)."""
+    return PlacementWatcher(cluster)
