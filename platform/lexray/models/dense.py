@@ -322,3 +322,32 @@ def _load_bridge(bridge: LexSemBridge, path: Path) -> None:
             raise BridgeConfigError(f"{path}: '{k}' has shape {tuple(v.shape)}, this model needs "
                                     f"{tuple(own[k].shape)} (dimension mismatch: |V| or d differ)")
     bridge.load_state_dict(sd)
+
+
+def is_dense_folder(path: str | Path) -> bool:
+    """A lexray dense folder (``lexray_dense.json``) or a sentence-transformers dense folder (a ``Pooling`` module,
+    no SPLADE pooling, no ``lexray_encoder.json``): what ``lexray evaluate`` / ``encode`` evaluate as dense."""
+    root = Path(path)
+    if (root / DENSE_SETTINGS_FILE).is_file():
+        return True
+    if (root / "lexray_encoder.json").is_file() or not (root / "modules.json").is_file():
+        return False
+    try:
+        types = [m.get("type", "").rsplit(".", 1)[-1] for m in json.loads((root / "modules.json").read_text())]
+    except (OSError, ValueError, AttributeError):
+        return False
+    return "Pooling" in types and not any("Splade" in t or "Sparse" in t or t == "Router" for t in types)
+
+
+def as_dense_config(cfg, force: bool = False):
+    """``cfg`` with a ``model.dense`` section when its model is dense (already set, a dense folder, or ``force``),
+    else None. The section is empty (None = what the folder says), so the folder's own settings apply."""
+    from lexray.config import DenseConfig
+    from lexray.paths import resolve_local
+
+    if cfg.model.dense is not None:
+        return cfg
+    local = resolve_local(str(cfg.model.name_or_path)) if cfg.model.name_or_path else None
+    if not force and not (local is not None and is_dense_folder(local)):
+        return None
+    return cfg.model_copy(update={"model": cfg.model.model_copy(update={"dense": DenseConfig()})})
