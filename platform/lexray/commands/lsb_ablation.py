@@ -67,8 +67,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
         except subprocess.CalledProcessError as e:
             print(f"[lsb-ablation] {r.name} failed: {e.cmd} ({e.output})", flush=True)
             continue
-        (out / "table.md").write_text(ab.markdown(results) + "\n")
-        (out / "table.json").write_text(json.dumps(results, indent=1))
-    print(ab.markdown(results))
+        done = ab.done_rows(out)  # every finished row, also those of another invocation
+        (out / "table.md").write_text(ab.markdown(done) + "\n")
+        (out / "table.json").write_text(json.dumps(done, indent=1))
+    print(ab.markdown(ab.done_rows(out)))
     print(f"table: {out / 'table.md'}  ({(time.perf_counter() - t0) / 60:.1f} min in this invocation)")
     return results

@@ -153,6 +153,12 @@ def run_row(row: Row, out: Path, force: bool = False, log=print) -> dict:
     return res
 
 
+def done_rows(out: Path) -> list[dict]:
+    """The ``row.json`` of every finished row under ``out``, in :func:`rows` order."""
+    return [json.loads((out / r.name / "row.json").read_text()) for r in rows()
+            if (out / r.name / "row.json").is_file()]
+
+
 def markdown(results: list[dict]) -> str:
     """nDCG@1 × 100 (the paper's Table 1 measure) and nDCG@10 per task, one line per row."""
     names = list(TASK_LABELS)
