@@ -126,6 +126,28 @@ def average_rows(rows: list[dict], metrics: list[str]) -> list[dict]:
     return out
 
 
+def _run(args, cfg, datasets: list[Path], dirs: list[Path], out: Path, store_index: Path | None) -> list[dict]:
+    """Evaluate every collection (metrics.md in each folder); a dense model is loaded once for all of them."""
+    from lexray.eval.pipeline import evaluate_bm25, evaluate_dense, evaluate_sparse
+    from lexray.eval.report import write_markdown
+
+    records = []
+    enc = None
+    for ds, d_out in zip(datasets, dirs, strict=True):
+        cfg_d = cfg.model_copy(update={"data": cfg.data.model_copy(update={"dataset": str(ds)})})
+        if args.retriever == "dense":
+            from lexray.models.dense import load_dense_encoder
+
+            enc = enc or load_dense_encoder(cfg.model)  # once: the model is checked before any encoding
+            rec = evaluate_dense(cfg_d, d_out, encoder=enc, shards_dir=_shared_shards(out, ds, len(datasets)))
+        else:
+            rec = (evaluate_bm25(cfg_d, d_out) if args.retriever == "bm25"
+                   else evaluate_sparse(cfg_d, d_out, index_dir=store_index, hybrid=args.hybrid))
+        write_markdown(d_out / "metrics.md", rows_of(rec), metrics=list(cfg.eval.metrics), efficiency=EFFICIENCY)
+        records.append(rec)
+    return records
+
+
 def main(argv: list[str] | None = None) -> dict:
     from lexray.eval.report import markdown_table, read_per_query, write_markdown
 
@@ -169,23 +191,7 @@ def main(argv: list[str] | None = None) -> dict:
         from lexray.eval import compare  # noqa: F401 - fails now (ranx missing), not after encoding
 
     # ---- run
-    from lexray.eval.pipeline import evaluate_bm25, evaluate_dense, evaluate_sparse
-
-    records = []
-    enc = None
-    for ds, d_out in zip(datasets, dirs, strict=True):
-        cfg_d = cfg.model_copy(update={"data": cfg.data.model_copy(update={"dataset": str(ds)})})
-        if args.retriever == "dense":
-            from lexray.models.dense import load_dense_encoder
-
-            enc = enc or load_dense_encoder(cfg.model)  # once: the model is checked before any encoding
-            rec = evaluate_dense(cfg_d, d_out, encoder=enc, shards_dir=_shared_shards(out, ds, len(datasets)))
-        else:
-            rec = (evaluate_bm25(cfg_d, d_out) if args.retriever == "bm25"
-                   else evaluate_sparse(cfg_d, d_out, index_dir=store_index, hybrid=args.hybrid))
-        write_markdown(d_out / "metrics.md", rows_of(rec), metrics=list(cfg.eval.metrics), efficiency=EFFICIENCY)
-        records.append(rec)
-
+    records = _run(args, cfg, datasets, dirs, out, store_index)
     rows = [r for rec in records for r in rows_of(rec)]
     metrics = list(cfg.eval.metrics)
     table_rows = rows + (average_rows(rows, metrics) if len(records) > 1 else [])
