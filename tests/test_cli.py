@@ -67,6 +67,9 @@ USER_ERRORS = {
     "adapt-domain": (["--set", "cai.expand.delta_v=0"], 1, "cai.expand.delta_v: Input should be greater than 0"),
     "pyserini": (["os.path"], 1, "'os.path' is not a Pyserini module"),
     "search": (["--index", "/no/such/index", "--query", "x"], 1, "--index /no/such/index: no such folder"),
+    "make-tasks": (["--dataset", "/no/such/beir", "--out", "{tmp}/tasks"], 1, "dataset folder not found"),
+    "lsb-ablation": (["--rows", "minilm-none,no-such-row", "--dry-run"], 2,
+                     "unknown row(s) no-such-row; rows: minilm-zero-shot,"),
 }
 
 
