@@ -73,6 +73,9 @@ def rows() -> list[Row]:
             r.append(_train(f"tiny-{bridge}{'-s1' if seed else ''}",
                             f"splade-tiny BERT (dense), {_name(bridge)} (seed {seed})", TINY_RECIPE, bridge, seed,
                             *TINY_SETS))
+    # a diagnostic: the bridge's learning rate (at 1e-3, 30 steps leave W near its initialisation)
+    r.append(_train("tiny-slr-lr5e-2", "splade-tiny BERT (dense), SLR, bridge lr 5e-2 (seed 0)", TINY_RECIPE, "slr", 0,
+                    *TINY_SETS, "train.phases.0.bridge_lr=5e-2"))
     r += [Row("bm25", "BM25 (Table 4)", "bm25"),
           Row("splade-tiny", "splade-tiny (SPLADE, Table 4)", "sparse", model="shared:models/splade-tiny")]
     for side in ("passage", "both"):
