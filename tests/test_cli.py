@@ -72,6 +72,9 @@ USER_ERRORS = {
     "model-card": (["--model", "/no/such/model"], 1, "--model /no/such/model: no such folder"),
     "prune": (["--index", "/no/such/index", "--out", "{tmp}/pruned", "--term-k", "0"], 1,
               "--term-k (term_k) must be >= 1, got 0"),
+    "make-tasks": (["--dataset", "/no/such/beir", "--out", "{tmp}/tasks"], 1, "dataset folder not found"),
+    "lsb-ablation": (["--rows", "minilm-none,no-such-row", "--dry-run"], 2,
+                     "unknown row(s) no-such-row; rows: minilm-zero-shot,"),
 }
 
 

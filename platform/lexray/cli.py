@@ -43,6 +43,11 @@ COMMANDS: tuple[Command, ...] = (
     Command("train-dense", "lexray.commands.train_dense:main", "train_dense.py",
             "fine-tune a dense bi-encoder with a LexSemBridge (--bridge none|slr|llr|clr; cosine InfoNCE), then "
             "evaluate zero-shot vs fine-tuned"),
+    Command("make-tasks", "lexray.commands.make_tasks:main", "make_tasks.py",
+            "LexSemBridge's fine-grained retrieval tasks (Keyword, Part-of-Passage 16/32/64, Query) from a BEIR "
+            "collection, as seeded BEIR folders"),
+    Command("lsb-ablation", "lexray.commands.lsb_ablation:main", "lsb_ablation.py",
+            "LexSemBridge ablation at SciFact scale (Tables 1, 4, 5, 6): train-dense + evaluate per row -> table"),
     Command("evaluate", "lexray.commands.evaluate:main", "evaluate.py",
             "encode, index, search and score a model (or BM25) on one or more BEIR collections -> metrics "
             "table, metrics.json, per-query metrics"),

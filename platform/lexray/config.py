@@ -201,6 +201,8 @@ class PhaseConfig(Section):
     query_max_length: int | None = None
     doc_max_length: int | None = None
     lr: float = Field(2e-5, gt=0)
+    bridge_lr: float | None = Field(None, gt=0, description="dense track: learning rate of the LexSemBridge "
+                                    "(alignment layer W, LLR's U, b; strategy ddp); None = the phase lr")
     weight_decay: float = Field(0.01, ge=0)
     warmup_ratio: float = Field(0.05, ge=0, le=1)
     temperature: float = Field(1.0, gt=0)

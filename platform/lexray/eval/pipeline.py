@@ -158,12 +158,14 @@ def evaluate_sparse(cfg: LexrayConfig, out_dir: str | Path, backend: Backend | N
                               n_queries=len(qrels), metrics=headline, efficiency=efficiency)
 
 
-def evaluate_dense(cfg: LexrayConfig, out_dir: str | Path, encoder=None, retriever_name: str | None = None
-                   ) -> dict:
+def evaluate_dense(cfg: LexrayConfig, out_dir: str | Path, encoder=None, retriever_name: str | None = None,
+                   shards_dir: str | Path | None = None) -> dict:
     """Evaluate a dense model (``cfg.model.dense`` set; LexSemBridge arXiv:2508.17858) on ``cfg.data``: corpus →
     dense Parquet shards (the same Ray Data pipeline, manifest and resume as sparse shards) → exact blocked top-k
     (:class:`lexray.index.dense.DenseExactSearcher`) and, with ``eval.dense_ann: faiss``, faiss HNSW (its recall@10
     against the exact top-10 in ``efficiency``) → the same metrics and files as :func:`evaluate_sparse`.
+    ``shards_dir``: encode the corpus there instead of ``out_dir/shards`` (collections sharing one corpus file
+    share one folder; complete shards of the same model, settings and corpus are reused by the encode stage).
 
     Raises:
         ConfigError: no model. BridgeConfigError: a bridge the model cannot run (names the key).
@@ -182,14 +184,15 @@ def evaluate_dense(cfg: LexrayConfig, out_dir: str | Path, encoder=None, retriev
     save_config(cfg, out)
     dataset, queries, qrels = _queries_and_qrels(cfg)
     enc = encoder if encoder is not None else load_dense_encoder(cfg.model)  # checked before encoding
-    manifest = encode_corpus(cfg.model, dataset, out / "shards", cfg.encode, on_error=cfg.data.on_error,
+    shards = Path(shards_dir) if shards_dir is not None else out / "shards"
+    manifest = encode_corpus(cfg.model, dataset, shards, cfg.encode, on_error=cfg.data.on_error,
                              max_docs=cfg.data.max_docs)
-    doc_ids, vectors = read_dense(out / "shards")
+    doc_ids, vectors = read_dense(shards)
     qids = [q for q in qrels if q in queries]
     t0 = time.perf_counter()
     qv = enc.encode([queries[q] for q in qids], "query", batch_size=cfg.eval.query_batch_size).numpy()
     efficiency: dict = {"query_encode_qps": len(qids) / max(time.perf_counter() - t0, 1e-9),
-                        "dim": int(vectors.shape[1]), "index_bytes": _dir_bytes(out / "shards")}
+                        "dim": int(vectors.shape[1]), "index_bytes": _dir_bytes(shards)}
     efficiency.update(_encode_efficiency(manifest))
     exact = DenseExactSearcher(vectors, doc_ids)
     t0 = time.perf_counter()

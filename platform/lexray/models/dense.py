@@ -206,7 +206,50 @@ class DenseEncoder(nn.Module):
         if self.bridge is not None:
             save_file({k: v.detach().contiguous().cpu() for k, v in self.bridge.state_dict().items()},
                       str(directory / BRIDGE_FILE))
+        write_st_dense_files(directory, self.settings, self.dim)
         return directory
+
+
+def write_st_dense_files(directory: Path, settings: DenseSettings, dim: int) -> None:
+    """sentence-transformers' files beside a saved dense model, so ``SentenceTransformer(folder)`` gives lexray's
+    document and query vectors (``encode_document`` / ``encode_query``: Transformer with lexray's two lengths,
+    Pooling mean|cls, Normalize for cosine; prompts = the prefixes). A model with a bridge (or lexical-only)
+    gets a module ST refuses to load with the reason: ST has no module for the bridge's modulation."""
+    from lexray.models import st_compat
+
+    st_compat.clear_st_files(directory)
+    for sub in ("1_Pooling", "2_Normalize"):
+        if (directory / sub).is_dir():
+            import shutil
+
+            shutil.rmtree(directory / sub)
+    config = {"__version__": st_compat._versions(), "model_type": "SentenceTransformer",
+              "prompts": {"query": settings.query_prefix, "document": settings.doc_prefix},
+              "default_prompt_name": "document",
+              "similarity_fn_name": "cosine" if settings.similarity == "cosine" else "dot"}
+    if settings.bridge != "none":
+        st_compat._dump(directory / st_compat.MODULES_FILE,
+                        [{"idx": 0, "name": "0", "path": "", "type": st_compat.REFUSE_CLASS}])
+        st_compat._dump(directory / st_compat.ST_CONFIG_FILE,
+                        {**config, "lexray_note": f"not loadable by sentence-transformers: the LexSemBridge "
+                                                  f"({settings.bridge}) modulates the vector"})
+        return
+    st_compat._dump(directory / st_compat.TRANSFORMER_CONFIG_FILE, {
+        "transformer_task": "feature-extraction",
+        "modality_config": {"text": {"method": "forward", "method_output_name": "last_hidden_state"}},
+        "module_output_name": "token_embeddings",
+        "query_length": settings.query_max_length, "document_length": settings.doc_max_length})
+    (directory / "1_Pooling").mkdir()
+    st_compat._dump(directory / "1_Pooling" / "config.json", {
+        "word_embedding_dimension": dim, "pooling_mode_cls_token": settings.pooling == "cls",
+        "pooling_mode_mean_tokens": settings.pooling == "mean"})
+    modules = [{"idx": 0, "name": "0", "path": "", "type": st_compat._T},
+               {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
+    if settings.similarity == "cosine":
+        (directory / "2_Normalize").mkdir()
+        modules.append({"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"})
+    st_compat._dump(directory / st_compat.MODULES_FILE, modules)
+    st_compat._dump(directory / st_compat.ST_CONFIG_FILE, config)
 
 
 def _has_mlm_head(backbone: nn.Module) -> bool:
@@ -322,3 +365,32 @@ def _load_bridge(bridge: LexSemBridge, path: Path) -> None:
             raise BridgeConfigError(f"{path}: '{k}' has shape {tuple(v.shape)}, this model needs "
                                     f"{tuple(own[k].shape)} (dimension mismatch: |V| or d differ)")
     bridge.load_state_dict(sd)
+
+
+def is_dense_folder(path: str | Path) -> bool:
+    """A lexray dense folder (``lexray_dense.json``) or a sentence-transformers dense folder (a ``Pooling`` module,
+    no SPLADE pooling, no ``lexray_encoder.json``): what ``lexray evaluate`` / ``encode`` evaluate as dense."""
+    root = Path(path)
+    if (root / DENSE_SETTINGS_FILE).is_file():
+        return True
+    if (root / "lexray_encoder.json").is_file() or not (root / "modules.json").is_file():
+        return False
+    try:
+        types = [m.get("type", "").rsplit(".", 1)[-1] for m in json.loads((root / "modules.json").read_text())]
+    except (OSError, ValueError, AttributeError):
+        return False
+    return "Pooling" in types and not any("Splade" in t or "Sparse" in t or t == "Router" for t in types)
+
+
+def as_dense_config(cfg, force: bool = False):
+    """``cfg`` with a ``model.dense`` section when its model is dense (already set, a dense folder, or ``force``),
+    else None. The section is empty (None = what the folder says), so the folder's own settings apply."""
+    from lexray.config import DenseConfig
+    from lexray.paths import resolve_local
+
+    if cfg.model.dense is not None:
+        return cfg
+    local = resolve_local(str(cfg.model.name_or_path)) if cfg.model.name_or_path else None
+    if not force and not (local is not None and is_dense_folder(local)):
+        return None
+    return cfg.model_copy(update={"model": cfg.model.model_copy(update={"dense": DenseConfig()})})

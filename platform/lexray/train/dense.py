@@ -61,6 +61,9 @@ class DensePhase(PhaseSteps):
         self.rank = rank()
         self.phase_seed = tc.seed + 1000 * p
         self.encoder = encoder = build_dense_encoder(cfg, state.init_dir)
+        if phase.bridge_lr is not None and encoder.bridge is not None:
+            for prm in encoder.bridge.parameters():  # its own group (strategies.param_groups reads the tag)
+                prm._lexray_lr = phase.bridge_lr
         torch.manual_seed(self.phase_seed)
         setup_phase_training(self, cfg, encoder, device, evaluator, p)
 

