@@ -15,13 +15,12 @@ folders. A zero-shot or sparse row is the evaluation alone. Each row writes ``<o
 from __future__ import annotations
 
 import json
-import shlex
-import subprocess
-import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from lexray import ablation
+from lexray.ablation import set_args as _sets
+from lexray.ablation import shell_line
 from lexray.paths import REPO_ROOT
 
 CLI = ["-m", "lexray.cli"]
@@ -86,10 +85,6 @@ def rows() -> list[Row]:
     return r
 
 
-def _sets(pairs) -> list[str]:
-    return [a for kv in pairs for a in ("--set", kv)]
-
-
 def tasks_command(dataset: str, out: Path, n: int, seed: int, corpus_docs: int | None) -> list[str]:
     cmd = ["python", *CLI, "make-tasks", "--dataset", dataset, "--out", str(out / "tasks"), "--n", str(n),
            "--seed", str(seed)]
@@ -115,10 +110,6 @@ def row_commands(row: Row, out: Path, tasks: tuple[str, ...] = tuple(TASK_LABELS
     return [train, [*ev, "--retriever", "dense", "--model", str(d / "train" / "model")]]
 
 
-def shell_line(cmd: list[str]) -> str:
-    return " ".join(shlex.quote(c) for c in cmd)
-
-
 def collect(row: Row, out: Path, seconds: list[float], cmds: list[list[str]]) -> dict:
     """The row's scores per task from ``<row>/eval/metrics.json`` (one record per task folder)."""
     summary = json.loads((out / row.name / "eval" / "metrics.json").read_text())
@@ -128,33 +119,21 @@ def collect(row: Row, out: Path, seconds: list[float], cmds: list[list[str]]) ->
 
 
 def run_row(row: Row, out: Path, force: bool = False, log=print) -> dict:
-    """Run the row's commands (subprocesses with this interpreter), write and return ``row.json``. Raises
-    subprocess.CalledProcessError naming the failed command; its output is in ``out/<row>/<i>.log``."""
+    """Run the row's commands through the one table runner (:func:`lexray.ablation.run_row`), write and return
+    ``row.json``; the first trained row's mined BM25 negatives become ``<out>/hardneg.jsonl`` for the others.
+    Raises subprocess.CalledProcessError naming the failed command; its output is in ``out/<row>/<i>.log``."""
     d = out / row.name
-    done = d / "row.json"
-    if done.is_file() and not force:
-        log(f"[lsb-ablation] {row.name}: done already ({done})")
-        return json.loads(done.read_text())
-    d.mkdir(parents=True, exist_ok=True)
     cmds = row_commands(row, out)
-    seconds = []
-    for i, cmd in enumerate(cmds):
-        log(f"[lsb-ablation] {row.name} ({i + 1}/{len(cmds)}): {shell_line(cmd)}")
-        t0 = time.perf_counter()
-        with open(d / f"{i}.log", "w") as fh:
-            proc = subprocess.run([sys.executable, *cmd[1:]], stdout=fh, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
-        seconds.append(time.perf_counter() - t0)
-        if proc.returncode != 0:
-            raise subprocess.CalledProcessError(proc.returncode, shell_line(cmd), output=f"see {d / f'{i}.log'}")
-        log(f"[lsb-ablation] {row.name} ({i + 1}/{len(cmds)}) done in {seconds[-1] / 60:.1f} min")
-    mined = sorted((d / "train" / "hardneg").glob("*.bm25.n1.jsonl")) if row.kind == "train" else []
-    if mined and not (out / NEGATIVES).is_file():
-        import shutil
 
-        shutil.copyfile(mined[0], out / NEGATIVES)
-    res = collect(row, out, seconds, cmds)
-    done.write_text(json.dumps(res, indent=1))
-    return res
+    def collect_and_share(seconds: list[float]) -> dict:
+        mined = sorted((d / "train" / "hardneg").glob("*.bm25.n1.jsonl")) if row.kind == "train" else []
+        if mined and not (out / NEGATIVES).is_file():
+            import shutil
+
+            shutil.copyfile(mined[0], out / NEGATIVES)
+        return collect(row, out, seconds, cmds)
+
+    return ablation.run_row(row.name, d, cmds, collect_and_share, force=force, log=log, tag="lsb-ablation")
 
 
 def done_rows(out: Path) -> list[dict]:
