@@ -68,6 +68,7 @@ for _ in range({repeats}):
 np.save({ref_out!r}, ref)
 print("RESULT:" + json.dumps({{"open_seconds": open_s, "warm_pass_seconds": warm_s, "seconds": secs,
       "load_avg": loads, "threads": ex.n_threads, "avg_query_nnz": float(np.mean([len(x) for x in q_ids])),
+      "avg_postings_per_query": float(np.mean([np.diff(ex.offsets)[np.unique(x)].sum() for x in q_ids])),
       "maxrss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}}))
 """
 
@@ -179,6 +180,8 @@ def measure_size(n: int, args, work: Path, seismic_per_doc: list[float]) -> dict
     row["exact"] = {"qps": args.queries / min(s["seconds"]), "qps_runs": [args.queries / x for x in s["seconds"]],
                     "load_avg_1min": s["load_avg"], "warm_pass_qps": args.queries / s["warm_pass_seconds"],
                     "threads": s["threads"], "avg_query_nnz": s["avg_query_nnz"], "open_seconds": s["open_seconds"],
+                    "avg_postings_per_query": s["avg_postings_per_query"],
+                    "ns_per_posting": 1e9 * min(s["seconds"]) / args.queries / s["avg_postings_per_query"],
                     "peak_rss_gib": s["maxrss_bytes"] / g}
     print(json.dumps({"n_docs": n, "exact": row["exact"]}), flush=True)
     row["seismic"] = run_seismic(n, args, index, ref, seismic_per_doc)

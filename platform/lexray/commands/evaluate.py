@@ -47,6 +47,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="search backend (eval.backend); seismic is approximate and reports recall@10 vs exact")
     ap.add_argument("--store", help="evaluate the current version of a collection store (lexray reencode); "
                                     "current is resolved once, so a concurrent switch does not change the run")
+    ap.add_argument("--no-verify", action="store_true", help="with --store: skip checking the current index "
+                    "against its recorded checksums before searching it (lexray.index.verify.verify_on_open)")
     ap.add_argument("--hybrid", choices=["bm25"], help="also fuse the sparse run with BM25 (CAI §3.3; "
                     "hybrid.method sum|minmax|zscore|rrf, hybrid.weight; docs/hybrid.md); the fused rows lead")
     ap.add_argument("--baseline", help="output folder of an earlier evaluate run to compare with per query")
@@ -137,6 +139,10 @@ def main(argv: list[str] | None = None) -> dict:
         from lexray.store import resolve_current
 
         store_index = resolve_current(args.store) / "index"
+        if not args.no_verify:
+            from lexray.index.verify import verify_on_open
+
+            verify_on_open(store_index)  # before any encoding: a damaged index is refused in one line
     baselines = _baseline_dirs(Path(args.baseline), datasets) if args.baseline else None
     if baselines:
         from lexray.eval import compare  # noqa: F401 - fails now (ranx missing), not after encoding
