@@ -49,6 +49,7 @@ PLATFORM = str(ROOT / "platform")
 SEARCH_CHILD = r"""
 import json, resource, sys, time
 sys.path.insert(0, {platform!r}); sys.path.insert(0, {here!r})
+import numpy as np
 from search_bench import sample_sparse, zipf_probs
 from lexray.index.search import ExactSearcher
 rng = np.random.default_rng(123)
@@ -75,6 +76,7 @@ print("RESULT:" + json.dumps({{"open_seconds": open_s, "warm_pass_seconds": warm
 SEISMIC_CHILD = r"""
 import json, os, resource, sys, time
 sys.path.insert(0, {platform!r}); sys.path.insert(0, {here!r})
+import numpy as np
 from search_bench import sample_sparse, zipf_probs
 from lexray.index.seismic import SeismicSearcher, recall_at_k
 rng = np.random.default_rng(123)
@@ -163,10 +165,16 @@ def measure_size(n: int, args, work: Path, seismic_per_doc: list[float]) -> dict
     g = 2**30
     shards, gen = ensure_collection(work, n, args.nnz)
     index = work / f"index-{n}-nnz{args.nnz}"
-    shutil.rmtree(index, ignore_errors=True)
-    load0 = os.getloadavg()[0]
-    b = run_build(shards, index, args.memory_limit, args.threads)
-    st = b["stats"]
+    if args.reuse_indexes and (index / "stats.json").is_file():  # built by an earlier run: no RSS measured now
+        st = json.loads((index / "stats.json").read_text())
+        b = {"stats": st, "seconds": st["build_seconds"], "maxrss_bytes": float("nan"),
+             "polled_peak_rss_bytes": float("nan")}
+        load0 = float("nan")
+    else:
+        shutil.rmtree(index, ignore_errors=True)
+        load0 = os.getloadavg()[0]
+        b = run_build(shards, index, args.memory_limit, args.threads)
+        st = b["stats"]
     row = {"n_docs": n, "n_postings": st["n_postings"], "avg_nnz_per_doc": st["avg_nnz_per_doc"],
            "build_seconds": b["seconds"], "postings_per_second": st["n_postings"] / b["seconds"],
            "build_load_avg_1min": [load0, os.getloadavg()[0]],
@@ -236,6 +244,8 @@ def main(argv=None) -> dict:
                     help="sizes to run Seismic at (default: every size where it fits)")
     ap.add_argument("--work-dir", default="/tmp/lexray-scale", help="collections are generated here once, reused")
     ap.add_argument("--keep-indexes", action="store_true", help="keep the built indexes (default: deleted)")
+    ap.add_argument("--reuse-indexes", action="store_true", help="search an index an earlier run left in --work-dir "
+                    "instead of building it (build figures from its stats.json, peak RSS not measured)")
     ap.add_argument("--out", default="outputs/benchmarks/scale.json")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(HERE))
