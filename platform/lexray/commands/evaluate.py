@@ -108,6 +108,21 @@ def average_rows(rows: list[dict], metrics: list[str]) -> list[dict]:
     return out
 
 
+def _store_index(args, datasets: list[Path]) -> Path:
+    """``--store``'s current index, resolved once and verified against its recorded checksums (unless
+    ``--no-verify``) before any encoding: a damaged index is refused in one line naming the file."""
+    if len(datasets) > 1 or args.retriever != "sparse":
+        raise ValueError("--store evaluates one collection store with its sparse model: give one --dataset")
+    from lexray.store import resolve_current
+
+    index = resolve_current(args.store) / "index"
+    if not args.no_verify:
+        from lexray.index.verify import verify_on_open
+
+        verify_on_open(index)
+    return index
+
+
 def main(argv: list[str] | None = None) -> dict:
     from lexray.eval.report import markdown_table, read_per_query, write_markdown
 
@@ -132,17 +147,7 @@ def main(argv: list[str] | None = None) -> dict:
         validate_model(cfg.model)
     elif args.hybrid:
         raise ValueError("--hybrid bm25 fuses a sparse model's run with BM25: use it with --retriever sparse")
-    store_index = None
-    if args.store:
-        if len(datasets) > 1 or args.retriever != "sparse":
-            raise ValueError("--store evaluates one collection store with its sparse model: give one --dataset")
-        from lexray.store import resolve_current
-
-        store_index = resolve_current(args.store) / "index"
-        if not args.no_verify:
-            from lexray.index.verify import verify_on_open
-
-            verify_on_open(store_index)  # before any encoding: a damaged index is refused in one line
+    store_index = _store_index(args, datasets) if args.store else None
     baselines = _baseline_dirs(Path(args.baseline), datasets) if args.baseline else None
     if baselines:
         from lexray.eval import compare  # noqa: F401 - fails now (ranx missing), not after encoding
