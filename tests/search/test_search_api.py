@@ -134,6 +134,7 @@ def test_postings_stay_memory_mapped(index):
     assert not s.postings_doc.flags.writeable
 
 
+@pytest.mark.timeout(120)
 def test_a_flipped_index_byte_is_refused_on_open_naming_the_file(evaluated, tmp_path, test_queries):
     """Issue 24: one flipped exponent bit in postings_weight.npy silently changed results; open_index verifies
     the files against stats.json's sha256 first, and ``verify=False`` skips the check."""
