@@ -134,6 +134,27 @@ def test_postings_stay_memory_mapped(index):
     assert not s.postings_doc.flags.writeable
 
 
+@pytest.mark.timeout(120)
+def test_a_flipped_index_byte_is_refused_on_open_naming_the_file(evaluated, tmp_path, test_queries):
+    """Issue 24: one flipped exponent bit in postings_weight.npy silently changed results; open_index verifies
+    the files against stats.json's sha256 first, and ``verify=False`` skips the check."""
+    import shutil
+
+    from lexray.index.verify import IndexIntegrityError
+
+    copy = tmp_path / "eval"
+    shutil.copytree(evaluated, copy, ignore=shutil.ignore_patterns("shards"))
+    weights = copy / "index" / "postings_weight.npy"
+    raw = bytearray(weights.read_bytes())
+    start = len(raw) - 4 * int(np.load(weights, mmap_mode="r").shape[0])  # after the .npy header
+    raw[start + 4 * 100 + 3] ^= 0x40  # an exponent bit of the 101st float32 weight (little-endian: byte 3 of 4)
+    weights.write_bytes(bytes(raw))
+    with pytest.raises(IndexIntegrityError, match="postings_weight.npy"):
+        lexray.open_index(copy)
+    with lexray.open_index(copy, verify=False) as ix:  # opened as asked; the damage is the caller's risk
+        assert ix.n_docs == N_DOCS
+
+
 @pytest.mark.timeout(180)
 def test_cli_formats_and_training_layout(capsys, evaluated, tmp_path):
     rc = cli.main(["search", "--index", str(evaluated), "--query", "vitamin D and bone fractures",

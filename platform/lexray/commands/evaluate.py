@@ -55,6 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="search backend (eval.backend); seismic is approximate and reports recall@10 vs exact")
     ap.add_argument("--store", help="evaluate the current version of a collection store (lexray reencode); "
                                     "current is resolved once, so a concurrent switch does not change the run")
+    ap.add_argument("--no-verify", action="store_true", help="with --store: skip checking the current index "
+                    "against its recorded checksums before searching it (lexray.index.verify.verify_on_open)")
     ap.add_argument("--hybrid", choices=["bm25"], help="also fuse the sparse run with BM25 (CAI §3.3; "
                     "hybrid.method sum|minmax|zscore|rrf, hybrid.weight; docs/hybrid.md); the fused rows lead")
     ap.add_argument("--baseline", help="output folder of an earlier evaluate run to compare with per query")
@@ -148,6 +150,21 @@ def _run(args, cfg, datasets: list[Path], dirs: list[Path], out: Path, store_ind
     return records
 
 
+def _store_index(args, datasets: list[Path]) -> Path:
+    """``--store``'s current index, resolved once and verified against its recorded checksums (unless
+    ``--no-verify``) before any encoding: a damaged index is refused in one line naming the file."""
+    if len(datasets) > 1 or args.retriever != "sparse":
+        raise ValueError("--store evaluates one collection store with its sparse model: give one --dataset")
+    from lexray.store import resolve_current
+
+    index = resolve_current(args.store) / "index"
+    if not args.no_verify:
+        from lexray.index.verify import verify_on_open
+
+        verify_on_open(index)
+    return index
+
+
 def main(argv: list[str] | None = None) -> dict:
     from lexray.eval.report import markdown_table, read_per_query, write_markdown
 
@@ -179,13 +196,7 @@ def main(argv: list[str] | None = None) -> dict:
         validate_model(cfg.model)
     elif args.hybrid:
         raise ValueError("--hybrid bm25 fuses a sparse model's run with BM25: use it with --retriever sparse")
-    store_index = None
-    if args.store:
-        if len(datasets) > 1 or args.retriever != "sparse":
-            raise ValueError("--store evaluates one collection store with its sparse model: give one --dataset")
-        from lexray.store import resolve_current
-
-        store_index = resolve_current(args.store) / "index"
+    store_index = _store_index(args, datasets) if args.store else None
     baselines = _baseline_dirs(Path(args.baseline), datasets) if args.baseline else None
     if baselines:
         from lexray.eval import compare  # noqa: F401 - fails now (ranx missing), not after encoding

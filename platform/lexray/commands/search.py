@@ -33,6 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--index", required=True, help="evaluated output folder, collection store or index folder")
     ap.add_argument("--model", help="query encoder (default: the one recorded with the index)")
     ap.add_argument("--dataset", help="BEIR folder for titles and texts (default: the recorded corpus)")
+    ap.add_argument("--no-verify", action="store_true", help="skip checking the index files against their "
+                    "recorded checksums on open (one read of the index; docs/operations.md)")
     ap.add_argument("--query", action="append", default=[], help="a query text (repeatable)")
     ap.add_argument("--queries", help="queries file: BEIR queries.jsonl ({_id, text}) or one query per line; "
                                       "'-' or no --query/--queries: standard input")
@@ -129,7 +131,8 @@ def main(argv: list[str] | None = None) -> dict:
     setup_logging()
     queries = read_queries(args)
     t0 = time.perf_counter()
-    index = open_index(args.index, model=args.model, dataset=args.dataset, query_batch_size=args.batch_size)
+    index = open_index(args.index, model=args.model, dataset=args.dataset, query_batch_size=args.batch_size,
+                       verify=not args.no_verify)
     loc = index.location
     recorded = (loc.model.name_or_path or "random-init") if loc.model is not None else "none recorded"
     print(f"index: {loc.index_dir} ({loc.kind}, {index.n_docs:,} documents); model: {args.model or recorded}",

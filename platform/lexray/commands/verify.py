@@ -6,7 +6,7 @@
 
 Prints one line per problem and exits 1 naming the first (0 and "ok" when intact). Read-only: a store is
 repaired by the next ``lexray reencode`` (damaged shards quarantined and re-encoded, a damaged index rebuilt).
-Cost: one sequential read of what it checks (docs/operations.md, "Verifying an index or a store").
+Cost: one sequential read of what it checks (docs/operations.md, "Damaged files: verification and repair").
 """
 
 from __future__ import annotations

@@ -4,18 +4,23 @@ Why: an index is memory-mapped and searched as it is; one flipped exponent bit i
 silently changed 6 of 300 SciFact queries' top-10 (issue 24). :func:`lexray.index.build.build_index` records the
 sha256 of every data file in ``stats.json`` (``files_sha256``), a collection store in each version's
 ``version.json`` (``index_sha256``); :func:`verify_index` compares the files with them. Cost: one sequential read
-of the index (:func:`lexray.fsio.file_sha256`, ~0.3 s per 100 MB; docs/operations.md gives the measured cost).
+of the index (:func:`lexray.fsio.file_sha256`; docs/operations.md gives the measured cost). ``open_index`` and
+``lexray evaluate --store`` verify on open (:func:`verify_on_open`; ``verify=False`` / ``--no-verify`` skip it).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 
 from lexray.fsio import file_sha256
 
-__all__ = ["INDEX_FILES", "IndexIntegrityError", "index_checksums", "index_problems", "verify_index"]
+__all__ = ["INDEX_FILES", "IndexIntegrityError", "index_checksums", "index_problems", "verify_index",
+           "verify_on_open"]
+
+log = logging.getLogger(__name__)
 
 # the data files of an index (lexray.index.build's layout); stats.json holds their checksums
 INDEX_FILES = ("doc_ids.parquet", "offsets.npy", "postings_doc.npy", "postings_weight.npy", "postings_impact.npy")
@@ -66,3 +71,25 @@ def verify_index(index_dir: str | os.PathLike, expected: dict[str, str] | None =
     problems = index_problems(index_dir, expected)
     if problems:
         raise IndexIntegrityError(problems[0] + (f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""))
+
+
+def verify_on_open(index_dir: str | os.PathLike) -> bool:
+    """Verify an index before it is searched (``open_index``, ``lexray evaluate --store``).
+
+    An index whose ``stats.json`` records no checksums (built before issue 24) is opened with a warning, not
+    refused: there is nothing to compare with. Returns whether the files were checked.
+
+    Raises:
+        IndexIntegrityError: a damaged or missing index file (named), or an unreadable ``stats.json``.
+    """
+    d = Path(index_dir)
+    try:
+        recorded = json.loads((d / "stats.json").read_text()).get("files_sha256")
+    except (OSError, ValueError) as e:
+        raise IndexIntegrityError(f"{d / 'stats.json'}: unreadable ({type(e).__name__}: {e})") from None
+    if not recorded:
+        log.warning("%s records no file checksums (built before checksums were recorded): opened unverified; "
+                    "rebuild the index to add them", d / "stats.json")
+        return False
+    verify_index(d, recorded)
+    return True

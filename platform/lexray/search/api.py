@@ -128,10 +128,15 @@ class Index:
     """
 
     def __init__(self, location: IndexLocation, model: str | os.PathLike | ModelConfig | None = None,
-                 dataset: str | os.PathLike | None = None, query_batch_size: int | None = None):
+                 dataset: str | os.PathLike | None = None, query_batch_size: int | None = None,
+                 verify: bool = True):
         from lexray.index.search import ExactSearcher
 
         self.location = location
+        if verify:
+            from lexray.index.verify import verify_on_open
+
+            verify_on_open(location.index_dir)
         self.searcher = ExactSearcher(location.index_dir)
         self.n_docs, self.vocab_size = self.searcher.n_docs, self.searcher.vocab_size
         self.doc_ids = self.searcher.doc_ids  # loaded now: no lazy first load racing between threads
@@ -350,7 +355,8 @@ class Index:
 
 
 def open_index(path: str | os.PathLike, model: str | os.PathLike | ModelConfig | None = None,
-               dataset: str | os.PathLike | None = None, query_batch_size: int | None = None) -> Index:
+               dataset: str | os.PathLike | None = None, query_batch_size: int | None = None,
+               verify: bool = True) -> Index:
     """Open an index for searching (:class:`Index`).
 
     Args:
@@ -362,8 +368,13 @@ def open_index(path: str | os.PathLike, model: str | os.PathLike | ModelConfig |
         dataset: the BEIR folder for titles and texts; default: the recorded corpus.
         query_batch_size: queries per forward pass; default: the recorded ``eval.query_batch_size`` (so a batch
             gives bit-identical query vectors to evaluate's), else 64.
+        verify: check the index files against the sha256 recorded at build (:func:`lexray.index.verify
+            .verify_on_open`; one sequential read of the index: docs/operations.md gives the measured cost);
+            False skips it.
 
     Raises:
         FileNotFoundError / ValueError: see :func:`lexray.search.locate.locate_index`.
+        IndexIntegrityError: ``verify`` and an index file differs from its recorded checksum (named).
     """
-    return Index(locate_index(Path(path)), model=model, dataset=dataset, query_batch_size=query_batch_size)
+    return Index(locate_index(Path(path)), model=model, dataset=dataset, query_batch_size=query_batch_size,
+                 verify=verify)
