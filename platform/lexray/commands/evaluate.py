@@ -7,6 +7,7 @@
     lexray evaluate --model M --dataset D --out DIR2 --baseline DIR    # per-query wins/ties/losses + paired test
     lexray evaluate --model M --dataset D --out DIR --hybrid bm25      # + BM25 fusion (hybrid.method, .weight)
     lexray evaluate --model M --dataset D --out DIR --set index.doc_weighting=idf   # CAI IDF weighting
+    lexray evaluate --model M --dataset D --out DIR2 --index DIR/index --hybrid bm25   # reuse DIR's index
 
 Per collection: encodes the corpus with Ray Data (reusing complete shards), builds the DuckDB inverted index,
 searches exactly (or with the Lucene impact index), evaluates with pytrec_eval (nDCG@10, MRR@10, R@100, R@1000)
@@ -49,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
                                     "current is resolved once, so a concurrent switch does not change the run")
     ap.add_argument("--hybrid", choices=["bm25"], help="also fuse the sparse run with BM25 (CAI §3.3; "
                     "hybrid.method sum|minmax|zscore|rrf, hybrid.weight; docs/hybrid.md); the fused rows lead")
+    ap.add_argument("--index", help="search this already built exact index (DIR/index of an earlier evaluate of "
+                    "the same model and collection) instead of encoding the corpus again: for options that change "
+                    "only the query side (index.doc_weighting, --hybrid, model.inference_free_queries)")
     ap.add_argument("--baseline", help="output folder of an earlier evaluate run to compare with per query")
     ap.add_argument("--test", choices=["t-test", "fisher"], default="t-test",
                     help="paired significance test against --baseline (ranx)")
@@ -82,6 +86,18 @@ def _baseline_dirs(baseline: Path, datasets: list[Path]) -> list[Path]:
             raise FileNotFoundError(f"--baseline {baseline}: no metrics.json for collection {d.name!r}")
         out.append(found)
     return out
+
+
+def _reused_index(index: Path, args, datasets: list[Path], backend: str) -> Path:
+    """``--index``: an exact index folder (``stats.json``) for one collection, searched with a sparse model."""
+    if args.store or len(datasets) > 1 or args.retriever != "sparse":
+        raise ValueError("--index searches one collection's index with a sparse model: give one --dataset, "
+                         "no --store, no --retriever bm25")
+    if backend != "exact":
+        raise ValueError(f"--index searches an exact index; eval.backend {backend!r} needs the shards (drop --index)")
+    if not (index / "stats.json").is_file():
+        raise FileNotFoundError(f"--index {index}: no stats.json (give an evaluate output's index/ folder)")
+    return index
 
 
 def rows_of(record: dict) -> list[dict]:
@@ -137,6 +153,8 @@ def main(argv: list[str] | None = None) -> dict:
         from lexray.store import resolve_current
 
         store_index = resolve_current(args.store) / "index"
+    if args.index:
+        store_index = _reused_index(Path(args.index), args, datasets, cfg.eval.backend)
     baselines = _baseline_dirs(Path(args.baseline), datasets) if args.baseline else None
     if baselines:
         from lexray.eval import compare  # noqa: F401 - fails now (ranx missing), not after encoding
