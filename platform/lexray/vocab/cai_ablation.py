@@ -56,19 +56,19 @@ class Row:
 
     name: str
     label: str
-    table: str  # "t1" (SciFact, Table 1), "t3" (SciFact, Table 3), "cranfield"
+    table: str  # a key of TITLES: "zs", "cranfield-zs", "t1", "t3", "cranfield"
     model: str | None
     weighting: str = "none"
     hybrid: bool = False
 
     @property
     def dataset(self) -> str:
-        return CRANFIELD if self.table == "cranfield" else SCIFACT
+        return CRANFIELD if self.table.startswith("cranfield") else SCIFACT
 
 
-def _t1(table: str, prefix: str) -> list[Row]:
+def _t1(table: str, prefix: str, starts=(("splade", ""), ("cai", " with CAI"))) -> list[Row]:
     rows = []
-    for start, cai in (("splade", ""), ("cai", " with CAI")):
+    for start, cai in starts:
         m, d = start, f"{start}-doc"
         rows += [Row(f"{prefix}{m}", f"SPLADE{cai}", table, m),
                  Row(f"{prefix}{m}-idf", f"SPLADE + IDF{cai}", table, m, "idf"),
@@ -81,11 +81,14 @@ def _t1(table: str, prefix: str) -> list[Row]:
 
 
 def all_rows() -> list[Row]:
-    """Every row in run order: SciFact Table 1, SciFact Table 3 (AdaLM's row is Table 1's "SPLADE with CAI",
-    not repeated), then Cranfield's Table 1 rows."""
+    """Every row in run order (BM25 once per collection, with the zero-shot rows): the zero-shot rows (splade-tiny without SPLADE training: one encoding per
+    collection, every other row on its index) on SciFact and Cranfield, SciFact Table 1, SciFact Table 3
+    (AdaLM's row is Table 1's "SPLADE with CAI", not repeated), then Cranfield's Table 1 rows."""
     t3 = [Row("cpt", "continual pre-training only", "t3", "cpt"),
           Row("vocab", "vocabulary expansion only", "t3", "vocab")]
-    return [*_t1("t1", ""), *t3, *_t1("cranfield", "cranfield-")]
+    zs = (("zs", ", zero-shot"),)
+    return [*_t1("zs", "", zs), *_t1("cranfield-zs", "cranfield-", zs), *_t1("t1", "")[1:], *t3,
+            *_t1("cranfield", "cranfield-")[1:]]
 
 
 def _sets(pairs) -> list[str]:
@@ -110,10 +113,12 @@ class Plan:
         """The steps ``row`` needs, in run order."""
         if row.model is None:
             return []
+        if row.model.removesuffix("-doc") == "zs":  # SPLADE-Doc zero-shot: the same documents, bow queries
+            return ["cranfield-zs" if row.dataset == CRANFIELD else "encode-zs"]
         start = row.model.removesuffix("-doc")
         steps = [STARTS[start][1]] if STARTS[start][1] else []
         steps.append(f"train-{row.model}")
-        if row.table == "cranfield":
+        if row.dataset == CRANFIELD:
             steps.append(f"cranfield-{row.model}")
         return steps
 
@@ -121,7 +126,10 @@ class Plan:
         return self.out / "steps" / step
 
     def trained_model(self, model: str) -> str:
-        """The trained checkpoint of ``train-<model>`` (read from its evaluation's resolved config)."""
+        """The trained checkpoint of ``train-<model>`` (read from its evaluation's resolved config); splade-tiny
+        itself for the zero-shot models."""
+        if model.removesuffix("-doc") == "zs":
+            return STARTS["splade"][2]
         cfg = self.step_dir(f"train-{model}") / "eval" / "trained" / "config.resolved.yaml"
         if not self.resolve or not cfg.is_file():
             return f"<trained model of train-{model}>"
@@ -136,6 +144,8 @@ class Plan:
             extra = ["cai.expand.enabled=false"] if arg == "cpt" else []
             return ["python", str(ADAPT_JOB), "--config", str(self.adapt_recipe), *_sets([*extra, f"out_dir={d}"])]
         doc = arg.endswith("-doc")
+        if kind == "encode":  # encode-zs: splade-tiny zero-shot on SciFact
+            return self._evaluate(arg, SCIFACT, d, [])
         if kind == "train":
             _, adapt, where = STARTS[arg.removesuffix("-doc")]
             start = where if adapt is None else str(self.step_dir(adapt) / where)
@@ -161,9 +171,10 @@ class Plan:
         d = self.row_dir(row)
         if row.model is None:
             return ["python", str(EVAL_JOB), "--retriever", "bm25", "--dataset", row.dataset, "--out", str(d),
-                    *_sets(["data.on_error=skip"] if row.table == "cranfield" else [])]
-        base = (self.step_dir(f"cranfield-{row.model}") if row.table == "cranfield"
-                else self.step_dir(f"train-{row.model}") / "eval" / "trained")
+                    *_sets(["data.on_error=skip"] if row.dataset == CRANFIELD else [])]
+        base = self.step_dir(self.steps_of(row)[-1])  # the step that built the index this row searches
+        if base.name.startswith("train-"):
+            base = base / "eval" / "trained"
         cmd = self._evaluate(row.model, row.dataset, d, [f"index.doc_weighting={row.weighting}"])
         return cmd + ["--index", str(base / "index"), *(["--hybrid", "bm25"] if row.hybrid else [])]
 
@@ -236,7 +247,10 @@ def collect(row: Row, d: Path, seconds: float, cmd: list[str], steps: list[dict]
             "row_s": seconds, "steps": [s["step"] for s in steps], "command": shell_line(cmd)}
 
 
-TITLES = {"t1": "SciFact test (300 queries), Table 1 rows",
+TITLES = {"zs": "SciFact test (300 queries), splade-tiny zero-shot (no SPLADE training; BM25 and every row on one "
+                "index)",
+          "cranfield-zs": "Cranfield (225 queries), splade-tiny zero-shot",
+          "t1": "SciFact test (300 queries), Table 1 rows",
           "t3": "SciFact test, Table 3 ablation (SPLADE, no IDF, no hybrid; AdaLM = Table 1's \"SPLADE with CAI\")",
           "cranfield": "Cranfield (225 queries), the SciFact-trained models zero-shot"}
 
