@@ -16,7 +16,7 @@ def _top(run: dict, q: str, k: int = 10) -> list[str]:
     return [d for d, _ in sorted(run[q].items(), key=lambda kv: (-kv[1], kv[0]))[:k]]
 
 
-@pytest.mark.timeout(300)
+@pytest.mark.timeout(600)
 def test_evaluate_hybrid_bm25_then_reuse_the_index(capsys, tmp_path, scifact_dir, splade_tiny_dir):
     common = ["--model", str(splade_tiny_dir), "--dataset", str(scifact_dir), "--set", "data.max_docs=150",
               "--set", "encode.backend=local", "--set", "model.doc_max_length=128", "--set", "eval.top_k=100",
