@@ -69,8 +69,8 @@ COMMANDS: tuple[Command, ...] = (
             "CAI's AdaLM step: expand an MLM's vocabulary on a domain corpus, then continual MLM pre-training "
             "-> an adapted model folder and adapt_report.json"),
     Command("cai-ablation", "lexray.commands.cai_ablation:main", "cai_ablation.py",
-            "CAI Table 1 + Table 3 at SciFact scale (and Cranfield): every row (AdaLM, the same short SPLADE "
-            "training, IDF / SPLADE-Doc / BM25 hybrid on a reused index) -> table.md"),
+            "CAI Table 1 + Table 3 at SciFact scale and Cranfield: AdaLM, the same short SPLADE training, IDF / "
+            "SPLADE-Doc / hybrid rows on a reused index -> table.md"),
     Command("pyserini", "lexray.index.lucene.pyserini_cli:main", "",
             "run a Pyserini module with lexray's Java set-up (e.g. pyserini.search.lucene --impact ...)"),
 )
