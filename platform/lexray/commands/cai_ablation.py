@@ -80,8 +80,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
         print(f"[cai-ablation] row {i + 1}/{len(rows)}: {r.label} [{r.table}]  "
               f"({(time.perf_counter() - t0) / 60:.1f} min so far)", flush=True)
         results.append(ab.run_row(r, plan, force=args.force, log=lambda m: print(m, flush=True)))
-        (out / "table.md").write_text(ab.markdown(results))
-        (out / "table.json").write_text(json.dumps(results, indent=1))
-    print(ab.markdown(results))
+        done = ab.finished_rows(plan)  # the table holds every finished row of out, not only this invocation's
+        (out / "table.md").write_text(ab.markdown(done))
+        (out / "table.json").write_text(json.dumps(done, indent=1))
+    print(ab.markdown(ab.finished_rows(plan)))
     print(f"table: {out / 'table.md'}  ({(time.perf_counter() - t0) / 60:.1f} min in this invocation)")
     return results

@@ -237,6 +237,12 @@ def run_row(row: Row, plan: Plan, force: bool = False, log=print) -> dict:
     return res
 
 
+def finished_rows(plan: Plan) -> list[dict]:
+    """The records of every row of :func:`all_rows` with a ``row.json`` under ``plan.out``, in table order."""
+    files = (plan.row_dir(r) / "row.json" for r in all_rows())
+    return [json.loads(f.read_text()) for f in files if f.is_file()]
+
+
 def collect(row: Row, d: Path, seconds: float, cmd: list[str], steps: list[dict]) -> dict:
     """The row's scores and efficiency from its ``metrics.json`` (a hybrid row: the fused exact row)."""
     e = json.loads((d / "metrics.json").read_text())
