@@ -34,7 +34,7 @@ def _slice(scifact_dir, out, n_queries: int = 40, n_docs: int = 150):
     return out
 
 
-@pytest.mark.timeout(1500)
+@pytest.mark.timeout(600)  # ranx compiles its numba kernels once per process (~70 s of CPU)
 def test_evaluate_hybrid_bm25_then_reuse_the_index(capsys, tmp_path, scifact_dir, splade_tiny_dir):
     data = _slice(scifact_dir, tmp_path / "scifact")
     common = ["--model", str(splade_tiny_dir), "--dataset", str(data),
@@ -51,8 +51,9 @@ def test_evaluate_hybrid_bm25_then_reuse_the_index(capsys, tmp_path, scifact_dir
     qs = sorted(set(fused) & set(sparse) & set(bm25))
     assert len(qs) == 40
     assert any(_top(fused, q) != _top(sparse, q) for q in qs) and any(_top(fused, q) != _top(bm25, q) for q in qs)
-    q = next(q for q in qs if sparse[q] and bm25[q])  # the fused list is the union of both lists (Eq. 8)
-    assert set(fused[q]) == set(sparse[q]) | set(bm25[q])
+    for q in qs:  # the fused list is drawn from the union of both lists (Eq. 8), cut to eval.top_k
+        union = set(sparse[q]) | set(bm25[q])
+        assert set(fused[q]) <= union and len(fused[q]) == min(100, len(union))
     assert "hybrid" in capsys.readouterr().out  # the printed table has the fused rows
 
     # the same model on the built index: nothing re-encoded, the same sparse scores; IDF changes them
