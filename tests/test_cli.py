@@ -65,6 +65,7 @@ USER_ERRORS = {
     "verify": (["--store", "/no/such/store"], 1, "--store /no/such/store: no such folder"),
     "vt-ablation": (["--rows", "native,no-such-row", "--dry-run"], 2, "unknown row(s) no-such-row; rows: native,"),
     "laconic-curve": (["--cells", "L4", "--dry-run"], 2, "expected L<layers>-S<steps>[-seed<n>]"),
+    "cai-ablation": (["--rows", "splade,no-such-row", "--dry-run"], 2, "unknown row(s) no-such-row; rows: bm25,"),
     "adapt-domain": (["--set", "cai.expand.delta_v=0"], 1, "cai.expand.delta_v: Input should be greater than 0"),
     "pyserini": (["os.path"], 1, "'os.path' is not a Pyserini module"),
     "search": (["--index", "/no/such/index", "--query", "x"], 1, "--index /no/such/index: no such folder"),

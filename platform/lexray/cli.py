@@ -83,6 +83,9 @@ COMMANDS: tuple[Command, ...] = (
     Command("model-card", "lexray.commands.model_card:main", "",
             "rewrite a saved model's README.md card for the Hugging Face Hub (base model, datasets, "
             "architecture, model-index); --push-to-hub REPO_ID"),
+    Command("cai-ablation", "lexray.commands.cai_ablation:main", "cai_ablation.py",
+            "CAI Table 1 + Table 3 at SciFact scale and Cranfield: AdaLM, the same short SPLADE training, IDF / "
+            "SPLADE-Doc / hybrid rows on a reused index -> table.md"),
     Command("pyserini", "lexray.index.lucene.pyserini_cli:main", "",
             "run a Pyserini module with lexray's Java set-up (e.g. pyserini.search.lucene --impact ...)"),
 )

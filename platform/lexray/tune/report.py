@@ -115,8 +115,10 @@ def _evaluate_test(cfg: LexrayConfig, space: SearchSpace, entries: list[dict], o
             break
     results = {}
     for row in chosen:
-        ecfg = trained_model_config(cfg, Path(row["model_dir"]))
-        rec = evaluate_sparse(ecfg, out / "test" / row["trial_id"], retriever_name=f"{space.name} {row['trial_id']}")
+        fusion = {k: row.get(f"param:{k}") for k in space.params if k.startswith("hybrid.")}
+        ecfg = trained_model_config(trial_config(cfg, fusion), Path(row["model_dir"]))
+        rec = evaluate_sparse(ecfg, out / "test" / row["trial_id"], retriever_name=f"{space.name} {row['trial_id']}",
+                              hybrid=space.hybrid)
         run_dir = Path(row["model_dir"]).parents[1]  # <trial>/train/lexray/models/<phase> -> <trial>/train/lexray
         if (run_dir / "tensorboard").is_dir():  # beside the trial's training and dev scalars
             from lexray.train.metrics import write_eval_scalars

@@ -126,7 +126,8 @@ def run_search(cfg: LexrayConfig, space: SearchSpace, out: str | Path, experimen
     experiment = experiment or space.name
     storage = out / "tune"
     trainable = tune.with_resources(
-        tune.with_parameters(run_trial, base=cfg.model_dump(mode="json"), dev=dev, out=str(out)),
+        tune.with_parameters(run_trial, base=cfg.model_dump(mode="json"), dev=dev, out=str(out),
+                             hybrid=space.hybrid),
         {"cpu": TRIAL_CPUS})
     exp_path = storage / experiment
     if tune.Tuner.can_restore(str(exp_path)):

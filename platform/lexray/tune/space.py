@@ -12,6 +12,7 @@ A space file::
       - {metric: dev_flops, mode: min}
     search: {algorithm: optuna_nsga2, num_samples: 8, seed: 0}
     scheduler: {kind: asha, grace_period: 20, reduction_factor: 2}
+    hybrid: bm25                      # optional: dev metrics of the BM25 hybrid (hybrid.* searchable; null = none)
 
 Distributions: ``{loguniform: [low, high]}``, ``{uniform: [low, high]}``, ``{randint: [low, high]}`` (high
 exclusive, as Ray Tune), ``{choice: [v, ...]}``, ``{grid: [v, ...]}`` (every value is run ``num_samples`` times;
@@ -35,8 +36,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from lexray.config import ConfigError, LexrayConfig, apply_overrides, read_yaml
 
-DEV_METRICS = ("dev_nDCG@10", "dev_MRR@10", "dev_R@100", "dev_flops", "dev_q_terms", "dev_d_terms")
-"""Metrics every dev evaluation reports (:class:`lexray.tune.dev.DevEvaluator`); objectives pick from these."""
+DEV_METRICS = ("dev_nDCG@10", "dev_MRR@10", "dev_R@100", "dev_flops", "dev_q_terms", "dev_d_terms",
+               "dev_sparse_nDCG@10")
+"""Metrics a dev evaluation reports (:class:`lexray.tune.dev.DevEvaluator`; ``dev_sparse_nDCG@10`` only with
+``hybrid: bm25``, where the first three are the fused run's); objectives pick from these."""
 
 
 class SpaceError(ValueError):
@@ -128,6 +131,8 @@ class SearchSpace(_Strict):
     objective: list[Objective] = Field(default_factory=lambda: [Objective(metric="dev_nDCG@10", mode="max")])
     search: SearchSettings = Field(default_factory=SearchSettings)
     scheduler: SchedulerSettings = Field(default_factory=SchedulerSettings)
+    hybrid: Literal["bm25"] | None = Field(None, description="bm25: every dev evaluation fuses the trial's run "
+                                           "with BM25 (cfg.hybrid, lexray.index.fusion) — CAI §3.3")
     path: str | None = Field(None, description="the file it was read from (set by load_space)")
 
     @model_validator(mode="before")
@@ -153,6 +158,12 @@ class SearchSpace(_Strict):
         if len(self.objective) > 1 and alg == "optuna_tpe":
             raise ValueError("objective: several objectives need search.algorithm optuna_nsga2 (or random/grid, "
                              "which only record them); optuna_tpe optimizes one")
+        fusion = [k for k in self.params if k.startswith("hybrid.")]
+        if fusion and self.hybrid is None:
+            raise ValueError(f"params.{fusion[0]}: a fusion parameter needs hybrid: bm25 (the dev evaluation "
+                             "fuses with BM25 only then)")
+        if self.hybrid is None and any(o.metric == "dev_sparse_nDCG@10" for o in self.objective):
+            raise ValueError("objective: dev_sparse_nDCG@10 is reported only with hybrid: bm25")
         if alg == "optuna_nsga2" and len(self.objective) < 2:
             raise ValueError("search.algorithm optuna_nsga2: give at least two objectives")
         return self

@@ -44,8 +44,9 @@ def trial_dir(out: str | Path, trial_id: str) -> Path:
     return Path(out) / "trials" / trial_id
 
 
-def run_trial(params: dict[str, Any], *, base: dict, dev: DevSet, out: str) -> None:
+def run_trial(params: dict[str, Any], *, base: dict, dev: DevSet, out: str, hybrid: str | None = None) -> None:
     """The function trainable: config = ``base`` + ``params`` → fit → final report with ``model_dir``.
+    ``hybrid="bm25"`` (the space's ``hybrid``): the dev evaluations fuse with BM25 by the trial's ``hybrid.*``.
 
     Raises (the trial is then recorded as failed, with the message as its reason):
         lexray.config.ConfigError: a sampled value the config rejects (names the key).
@@ -60,7 +61,8 @@ def run_trial(params: dict[str, Any], *, base: dict, dev: DevSet, out: str) -> N
     trial_id = ctx.get_trial_id()
     cfg = trial_config(LexrayConfig.model_validate(base), params, source=f"trial {trial_id}")
     storage = trial_dir(out, trial_id)
-    evaluator = DevEvaluator(dev, every=cfg.tune.eval_every, batch_size=cfg.tune.eval_batch_size)
+    evaluator = DevEvaluator(dev, every=cfg.tune.eval_every, batch_size=cfg.tune.eval_batch_size,
+                             hybrid=cfg.hybrid if hybrid else None)
     trainer = build_trainer(cfg, name="train", storage_path=storage, evaluator=evaluator,
                             callbacks=[DevReportCallback()])
     result = train_result(trainer.fit(), training_run_dir(cfg, "train", storage)[2])
