@@ -30,3 +30,22 @@ def test_failed_command_names_its_log_and_writes_no_record(tmp_path):
     assert e.value.returncode == 3 and "0.log" in e.value.output
     assert "boom" in (tmp_path / "bad" / "0.log").read_text()
     assert not (tmp_path / "bad" / "row.json").exists()
+
+
+def test_shared_steps_run_first_and_commands_may_name_what_they_made(tmp_path):
+    made = tmp_path / "made.txt"
+    calls = []
+
+    def before():
+        calls.append("step")
+        made.write_text("x")
+
+    def cmds():
+        assert made.is_file()  # asked for after the shared step ran
+        return [["python", "-c", f"assert open({str(made)!r}).read() == 'x'"]]
+
+    rec = ablation.run_row("s", tmp_path / "s", cmds, lambda s: {"ok": True}, log=lambda m: None, before=before,
+                           record="step.json")
+    assert rec["ok"] and (tmp_path / "s" / "step.json").is_file() and calls == ["step"]
+    ablation.run_row("s", tmp_path / "s", cmds, lambda s: {}, log=lambda m: None, before=before, record="step.json")
+    assert calls == ["step"]  # cached: the shared step is not asked for again

@@ -31,17 +31,21 @@ def set_args(pairs) -> list[str]:
     return [a for kv in pairs for a in ("--set", kv)]
 
 
-def run_row(name: str, row_dir: Path, cmds: list[list[str]], collect: Callable[[list[float]], dict],
-            force: bool = False, log: Callable[[str], None] = print, tag: str = "ablation") -> dict:
+def run_row(name: str, row_dir: Path, cmds: list[list[str]] | Callable[[], list[list[str]]], collect: Callable[[list[float]], dict],
+            force: bool = False, log: Callable[[str], None] = print, tag: str = "ablation",
+            before: Callable[[], None] | None = None, record: str = "row.json") -> dict:
     """Run one row's commands (argv lists, ``python`` first, run with this interpreter from the repository root)
     unless ``row_dir/row.json`` exists (``force`` reruns), then ``collect(seconds)`` → the record written there.
 
     Args:
         name: the row's name (log lines).
         row_dir: the row's folder; command ``i`` logs to ``row_dir/<i>.log``.
-        cmds: the commands, in order.
+        cmds: the commands, in order, or a function that gives them (called after ``before``: a command may name
+            what a shared step made).
         collect: reads the row's outputs; gets the wall time of each command (s).
         tag: the log prefix (``[tag] name ...``).
+        before: run first when the row is not cached (e.g. steps several rows share).
+        record: the record's file name in ``row_dir``.
 
     Returns:
         The record (also ``row.json``), with ``commands`` and ``command_s`` added when ``collect`` leaves them out.
@@ -49,10 +53,14 @@ def run_row(name: str, row_dir: Path, cmds: list[list[str]], collect: Callable[[
     Raises:
         subprocess.CalledProcessError: a command failed; its output is in ``row_dir/<i>.log``.
     """
-    done = row_dir / "row.json"
+    done = row_dir / record
     if done.is_file() and not force:
         log(f"[{tag}] {name}: done already ({done})")
         return json.loads(done.read_text())
+    if before is not None:
+        before()
+    if callable(cmds):
+        cmds = cmds()
     row_dir.mkdir(parents=True, exist_ok=True)
     seconds: list[float] = []
     for i, cmd in enumerate(cmds):

@@ -25,13 +25,12 @@ skipped on re-runs (``--force`` reruns the selected rows, not their steps).
 from __future__ import annotations
 
 import json
-import shlex
-import subprocess
-import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from lexray import ablation
+from lexray.ablation import set_args as _sets
+from lexray.ablation import shell_line
 from lexray.paths import REPO_ROOT
 
 ADAPT_JOB = REPO_ROOT / "jobs" / "adapt_domain.py"
@@ -89,14 +88,6 @@ def all_rows() -> list[Row]:
     zs = (("zs", ", zero-shot"),)
     return [*_t1("zs", "", zs), *_t1("cranfield-zs", "cranfield-", zs), *_t1("t1", "")[1:], *t3,
             *_t1("cranfield", "cranfield-")[1:]]
-
-
-def _sets(pairs) -> list[str]:
-    return [a for kv in pairs for a in ("--set", kv)]
-
-
-def shell_line(cmd: list[str]) -> str:
-    return " ".join(shlex.quote(c) for c in cmd)
 
 
 class Plan:
@@ -179,16 +170,6 @@ class Plan:
         return cmd + ["--index", str(base / "index"), *(["--hybrid", "bm25"] if row.hybrid else [])]
 
 
-def _run(cmd: list[str], log_file: Path) -> float:
-    """Run ``cmd`` with this interpreter, output to ``log_file``; seconds. Raises CalledProcessError."""
-    t0 = time.perf_counter()
-    with open(log_file, "w") as fh:
-        proc = subprocess.run([sys.executable, *cmd[1:]], stdout=fh, stderr=subprocess.STDOUT, cwd=REPO_ROOT)
-    if proc.returncode != 0:
-        raise subprocess.CalledProcessError(proc.returncode, shell_line(cmd), output=f"see {log_file}")
-    return time.perf_counter() - t0
-
-
 def ensure_hard_negatives(plan: Plan, log=print) -> Path:
     """Mine the one training file (SciFact train queries, 3 BM25 negatives each) if it is missing."""
     from lexray.config import load_config
@@ -204,37 +185,26 @@ def ensure_hard_negatives(plan: Plan, log=print) -> Path:
 
 
 def run_step(plan: Plan, step: str, log=print) -> dict:
-    d = plan.step_dir(step)
-    done = d / "step.json"
-    if done.is_file():
-        return json.loads(done.read_text())
-    if step.startswith("train-"):
-        ensure_hard_negatives(plan, log)
-    d.mkdir(parents=True, exist_ok=True)
+    """Run a shared step (adapt, train, encode) once through the one table runner: ``<step>/step.json``."""
     cmd = plan.step_command(step)
-    log(f"[cai-ablation] step {step}: {shell_line(cmd)}")
-    s = _run(cmd, d.parent / f"{step}.log")
-    log(f"[cai-ablation] step {step} done in {s / 60:.1f} min")
-    rec = {"step": step, "seconds": s, "command": shell_line(cmd)}
-    done.write_text(json.dumps(rec, indent=1))
-    return rec
+    before = (lambda: ensure_hard_negatives(plan, log)) if step.startswith("train-") else None
+    return ablation.run_row(step, plan.step_dir(step), [cmd],
+                            lambda s: {"step": step, "seconds": s[0], "command": shell_line(cmd)},
+                            log=log, tag="cai-ablation", before=before, record="step.json")
 
 
 def run_row(row: Row, plan: Plan, force: bool = False, log=print) -> dict:
     """Run the row's missing steps, then its evaluation; write and return ``row.json``."""
     d = plan.row_dir(row)
-    done = d / "row.json"
-    if done.is_file() and not force:
-        log(f"[cai-ablation] {row.name}: done already ({done})")
-        return json.loads(done.read_text())
-    steps = [run_step(plan, s, log) for s in plan.steps_of(row)]
-    d.mkdir(parents=True, exist_ok=True)
-    cmd = plan.row_command(row)
-    log(f"[cai-ablation] row {row.name}: {shell_line(cmd)}")
-    s = _run(cmd, d.parent / f"{row.name}.log")
-    res = collect(row, d, s, cmd, steps)
-    done.write_text(json.dumps(res, indent=1))
-    return res
+    steps: list[dict] = []
+    cmd: list[str] = []
+
+    def run_steps() -> None:
+        steps.extend(run_step(plan, s, log) for s in plan.steps_of(row))
+        cmd.extend(plan.row_command(row))  # the trained model's folder is known once its step ran
+
+    return ablation.run_row(row.name, d, lambda: [cmd], lambda s: collect(row, d, s[0], cmd, steps),
+                            force=force, log=log, tag="cai-ablation", before=run_steps)
 
 
 def finished_rows(plan: Plan) -> list[dict]:
