@@ -49,6 +49,28 @@ def evaluated(tmp_path_factory, scifact_dir, splade_tiny_dir):
 
 
 @pytest.fixture(scope="module")
+def evaluated_train(evaluated, scifact_dir):
+    """The same evaluation on the 809 train queries: a copy of the module's shards (reused: no second encode)
+    evaluated with ``--split train``, so the API can be checked on 1,109 queries against evaluate's run files."""
+    import shutil
+
+    out = evaluated.parent / "eval-train"
+    shutil.copytree(evaluated / "shards", out / "shards")
+    rc = cli.main(["evaluate", "--model", str(splade_tiny_of(evaluated)), "--dataset", str(scifact_dir), "--out",
+                   str(out), "--split", "train", "--set", f"data.max_docs={N_DOCS}", "--set", "encode.backend=local",
+                   "--set", "encode.torch_threads=1"])
+    assert rc == 0
+    return out
+
+
+def splade_tiny_of(folder: Path) -> str:
+    """The model the evaluated folder recorded."""
+    import yaml
+
+    return yaml.safe_load((folder / "config.resolved.yaml").read_text())["model"]["name_or_path"]
+
+
+@pytest.fixture(scope="module")
 def index(evaluated):
     with lexray.open_index(evaluated) as ix:
         yield ix
@@ -66,12 +88,21 @@ def _top10(docs: dict[str, float]) -> list[tuple[str, float]]:
     return sorted(docs.items(), key=lambda kv: (-kv[1], kv[0]))[:10]
 
 
-@pytest.mark.timeout(600)  # includes the module's evaluate run (~30 s on a quiet 2-core machine)
-def test_api_top10_equals_the_run_file_of_evaluate(index, evaluated, test_queries):
+@pytest.mark.timeout(600)  # includes the module's evaluate runs (~30 s on a quiet 2-core machine)
+def test_api_top10_equals_the_run_file_of_evaluate(index, evaluated, evaluated_train, test_queries, scifact_dir):
+    """1,109 queries: the 300 test queries against evaluate's test run, the 809 train queries against the train
+    run of the same index."""
     run = read_trec_run(evaluated / "run.test.trec")
-    qids = list(test_queries)
-    hits = index.search([test_queries[q] for q in qids], k=10)
-    assert len(hits) == 300 and set(run) == set(qids)
+    train_queries = load_queries(scifact_dir, "train")
+    assert len(train_queries) == 809
+    assert not set(train_queries) & set(test_queries)
+    train_run = read_trec_run(evaluated_train / "run.train.trec")
+    assert set(run) == set(test_queries) and set(train_run) == set(train_queries)
+    run.update(train_run)
+    qids = list(test_queries) + list(train_queries)
+    # one batch per split, as evaluate encoded them
+    hits = index.search(list(test_queries.values()), k=10) + index.search(list(train_queries.values()), k=10)
+    assert len(hits) == len(qids) == 1109
     for qid, h in zip(qids, hits, strict=True):
         want = _top10(run[qid])
         got = _top10({x.doc_id: x.score for x in h})
