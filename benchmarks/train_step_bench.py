@@ -17,7 +17,9 @@ Ray (measured: an idle local Ray's raylet, GCS, dashboard, agents and idle worke
 and it read 10-22 % slower (0.42 -> 0.48, 0.50 -> 0.61, 0.46 -> 0.55 s per step in three runs); one run's ratio read
 1.34 against 0.98 in the other two. Fresh processes also reset allocator state and thread pools between brackets. The ratio is the mean Ray step over the mean plain step across all
 brackets; ``baseline_spread`` (max / min of the plain brackets' means) says whether the machine stayed steady
-(goal ≤ 1.05).
+(goal ≤ 1.05). One untimed plain bracket runs first (``--warmup-brackets``): in the first quiet run of this design
+the first process read 0.518 s per step against 0.423 and 0.413 for the later plain brackets (cold page cache and
+allocator after other work), a 1.25 spread on its own.
 
 Steady state: the first ``--warmup`` steps of each bracket are excluded; lexray's step time is the wall-clock time
 between logged steps (so it includes the report barrier), the baseline's is the mean loop-iteration time. Goal:
@@ -162,6 +164,8 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--cpus", type=float, default=2.0)
     ap.add_argument("--brackets", type=int, default=2, help="Ray runs; plain runs = brackets + 1, interleaved")
+    ap.add_argument("--warmup-brackets", type=int, default=1,
+                    help="untimed plain brackets first (the first process after other work loads cold)")
     ap.add_argument("--out", type=Path, default=Path("outputs/benchmarks/train_step.json"))
     ap.add_argument("--bracket", choices=["plain", "ray"], help=argparse.SUPPRESS)
     ap.add_argument("--bracket-out", help=argparse.SUPPRESS)
@@ -174,6 +178,9 @@ def main() -> None:
             "--steps", str(args.steps), "--warmup", str(args.warmup), "--cpus", str(args.cpus)]
     if left := wait_no_ray(5.0):
         raise SystemExit(f"Ray processes are running on this machine; the bench needs them gone: {left[:3]}")
+    for i in range(args.warmup_brackets):
+        times = run_bracket("plain", argv)
+        print(f"warm-up bracket {i + 1}/{args.warmup_brackets} (untimed): {statistics.mean(times):.3f} s/step", flush=True)
     plain_runs, ray_runs, leftovers = [], [], []
     for i in range(2 * args.brackets + 1):
         kind = "plain" if i % 2 == 0 else "ray"
@@ -186,7 +193,7 @@ def main() -> None:
     b, r = statistics.mean(plain_means), statistics.mean(ray_means)
     out = {"benchmark": "train_step", "model": args.model, "global_batch": args.batch, "query_len": args.qlen,
            "doc_len": args.dlen, "steps": args.steps, "warmup_steps_excluded": args.warmup,
-           "brackets": args.brackets, "machine": f"{platform.machine()} {os.cpu_count()} cpus",
+           "brackets": args.brackets, "warmup_brackets": args.warmup_brackets, "machine": f"{platform.machine()} {os.cpu_count()} cpus",
            "load_average_1m_at_end": os.getloadavg()[0],
            "baseline_plain_pytorch_step_s": b, "baseline_bracket_means_s": plain_means,
            "baseline_spread": max(plain_means) / min(plain_means), "lexray_ray_train_step_s": r,
