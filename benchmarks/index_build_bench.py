@@ -38,11 +38,12 @@ print("RESULT:" + json.dumps({{"stats": st.to_dict(), "seconds": sec,
 """
 
 
-def run_build(shards: Path, index: Path, memory_limit: str, threads: int | None) -> dict:
+def run_child(code: str) -> dict:
+    """Run ``code`` in a fresh interpreter; its ``RESULT:`` JSON plus the polled peak RSS, wall time and the
+    1-minute load average before and after (numbers from a loaded machine are not publishable)."""
     import psutil
 
-    code = CHILD.format(platform=str(ROOT / "platform"), shards=str(shards), index=str(index), mem=memory_limit,
-                        threads=threads)
+    load0 = os.getloadavg()
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     peak = [0]
     done = threading.Event()
@@ -58,14 +59,23 @@ def run_build(shards: Path, index: Path, memory_limit: str, threads: int | None)
 
     th = threading.Thread(target=poll, daemon=True)
     th.start()
+    t = time.perf_counter()
     out, _ = proc.communicate()
+    wall = time.perf_counter() - t
     done.set()
     th.join()
     if proc.returncode != 0:
-        raise RuntimeError(f"index build subprocess failed with exit code {proc.returncode}")
+        raise RuntimeError(f"benchmark subprocess failed with exit code {proc.returncode}")
     res = json.loads([ln for ln in out.splitlines() if ln.startswith("RESULT:")][-1][len("RESULT:"):])
-    res["polled_peak_rss_bytes"] = peak[0]
+    res.update(polled_peak_rss_bytes=peak[0], child_wall_seconds=wall,
+               load_avg_1min=[load0[0], os.getloadavg()[0]])
     return res
+
+
+def run_build(shards: Path, index: Path, memory_limit: str, threads: int | None) -> dict:
+    """One index build in a fresh interpreter (:func:`run_child`)."""
+    return run_child(CHILD.format(platform=str(ROOT / "platform"), shards=str(shards), index=str(index),
+                                  mem=memory_limit, threads=threads))
 
 
 def main(argv=None) -> dict:

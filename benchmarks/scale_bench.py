@@ -36,9 +36,7 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -110,38 +108,7 @@ print("RESULT:" + json.dumps({{"seconds": s, "bytes": r["bytes"], "problems": r[
 
 SEISMIC_GRID = [(20, 0.8), (20, 0.9), (30, 0.9)]
 
-
-def run_child(code: str) -> dict:
-    """Run ``code`` in a fresh interpreter; its ``RESULT:`` JSON plus the polled peak RSS and load averages."""
-    import psutil
-
-    load0 = os.getloadavg()
-    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
-    peak = [0]
-    done = threading.Event()
-
-    def poll():
-        p = psutil.Process(proc.pid)
-        while not done.is_set():
-            try:
-                peak[0] = max(peak[0], p.memory_info().rss)
-            except psutil.Error:
-                return
-            time.sleep(0.05)
-
-    th = threading.Thread(target=poll, daemon=True)
-    th.start()
-    t = time.perf_counter()
-    out, _ = proc.communicate()
-    wall = time.perf_counter() - t
-    done.set()
-    th.join()
-    if proc.returncode != 0:
-        raise RuntimeError(f"benchmark subprocess failed with exit code {proc.returncode}")
-    res = json.loads([ln for ln in out.splitlines() if ln.startswith("RESULT:")][-1][len("RESULT:"):])
-    res.update(polled_peak_rss_bytes=peak[0], child_wall_seconds=wall,
-               load_avg_1min=[load0[0], os.getloadavg()[0]])
-    return res
+from index_build_bench import run_child  # noqa: E402 - the one subprocess runner (peak RSS, load)
 
 
 def ensure_collection(work: Path, n: int, nnz: int) -> tuple[Path, dict]:
