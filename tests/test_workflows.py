@@ -49,3 +49,37 @@ def test_mining_uses_data_mining_seed_not_train_seed(tmp_path, monkeypatch, scif
     out = prepare_hard_negatives(cfg, tmp_path)
     assert seen["seed"] == 5
     assert out.train.phases[0].data_path.endswith(".bm25.n15.jsonl")
+
+
+def test_mining_pool_mines_more_negatives_than_a_step_samples(tmp_path, monkeypatch, scifact_dir):
+    """data.mining_pool: the file holds the pool, the phase still samples its num_negatives per epoch; a pool
+    below a phase's num_negatives is refused, naming the key, before anything is mined."""
+    import pytest
+
+    import lexray.data.mining as mining
+    import lexray.index.lucene as lucene
+    from lexray.config import ConfigError
+    from lexray.workflows import prepare_hard_negatives
+
+    seen = {}
+
+    def fake_mine(dataset, index_dir, **kw):
+        seen.update(kw)
+        return [], mining.MiningReport(settings={"num_negatives": kw["num_negatives"], "depth": 100})
+
+    monkeypatch.setattr(mining, "mine_bm25_negatives", fake_mine)
+    monkeypatch.setattr(lucene, "build_bm25_index", lambda *a, **k: None)
+
+    def cfg(pool):
+        return LexrayConfig.model_validate({"model": {"name_or_path": "m"},
+                                            "data": {"dataset": str(scifact_dir), "mining_pool": pool},
+                                            "train": {"phases": [{"num_negatives": 1}]}})
+
+    out = prepare_hard_negatives(cfg(8), tmp_path)
+    assert seen["num_negatives"] == 8
+    assert out.train.phases[0].data_path.endswith(".bm25.n8.jsonl") and out.train.phases[0].num_negatives == 1
+    seen.clear()
+    with pytest.raises(ConfigError, match="data.mining_pool"):
+        prepare_hard_negatives(cfg(1).model_copy(update={"train": cfg(1).train.model_copy(update={
+            "phases": [cfg(1).train.phases[0].model_copy(update={"num_negatives": 3})]})}), tmp_path / "b")
+    assert not seen

@@ -156,6 +156,9 @@ class DataConfig(Section):
     max_docs: int | None = Field(None, description="only the first N documents (smoke runs)")
     mining_seed: int = Field(42, description="seed of BM25 hard-negative mining's sampling (lexray.data.mining); "
                              "apart from train.seed, so a study of the training seed trains on the same negatives")
+    mining_pool: int | None = Field(None, ge=1, description="BM25 negatives mined per query (default: the largest "
+                                    "phase num_negatives); a larger pool lets each epoch sample another "
+                                    "num_negatives of them (lexray.data.hardneg), so later epochs see new negatives")
 
 
 class LoraConfig(Section):

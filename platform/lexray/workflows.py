@@ -22,7 +22,7 @@ import logging
 from collections.abc import Collection
 from pathlib import Path
 
-from lexray.config import ApcConfig, DenseConfig, LexrayConfig, save_config
+from lexray.config import ApcConfig, ConfigError, DenseConfig, LexrayConfig, save_config
 from lexray.paths import default_output_dir
 
 log = logging.getLogger(__name__)
@@ -38,7 +38,8 @@ def prepare_hard_negatives(cfg: LexrayConfig, out: Path, exclude_query_ids: Coll
     """Mine BM25 hard negatives for every ``hard_negatives`` phase that has no ``data_path``.
 
     Negatives come from ``cfg.data.dataset``'s ``cfg.data.train_split`` queries, BM25 (Anserini defaults) over
-    the same corpus, ``num_negatives`` per query (see :mod:`lexray.data.mining` for the rank window). The file
+    the same corpus, ``data.mining_pool`` (default: the largest ``num_negatives``) per query (see
+    :mod:`lexray.data.mining` for the rank window); each epoch samples a phase's ``num_negatives`` of them. The file
     is reused when it already exists. Returns a config whose phases point at the mined file.
     ``exclude_query_ids`` (a dev split) are neither mined nor trained on; ``tag`` names such a file apart.
 
@@ -58,6 +59,10 @@ def prepare_hard_negatives(cfg: LexrayConfig, out: Path, exclude_query_ids: Coll
 
     dataset = resolve_dataset_dir(cfg.data.dataset)
     n_neg = max(cfg.train.phases[i].num_negatives for i in needs)
+    if cfg.data.mining_pool is not None:
+        if cfg.data.mining_pool < n_neg:
+            raise ConfigError(f"data.mining_pool {cfg.data.mining_pool} is below a phase's num_negatives {n_neg}")
+        n_neg = cfg.data.mining_pool
     path = out / "hardneg" / f"{dataset.name}.{cfg.data.train_split}{tag}.bm25.n{n_neg}.jsonl"
     if not path.is_file():
         index_dir = out / "bm25-index"
@@ -79,8 +84,6 @@ def _teacher_scored(cfg: LexrayConfig, phases: list[int], negatives: Path, datas
     if not phases:
         return None
     if cfg.train.teacher.kind == "none":
-        from lexray.config import ConfigError
-
         raise ConfigError(f"train.phases.{phases[0]} needs teacher scores (distill.loss or loss margin_mse) and its "
                           f"negatives are mined: set train.teacher.kind (bm25 or sparse), or give the phase a "
                           f"data_path whose groups carry positive_scores and negative_scores")
