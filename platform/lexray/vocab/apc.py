@@ -106,10 +106,12 @@ def probe_texts(dataset: str, n_docs: int) -> list[str]:
     return [d.full_text for d in iter_corpus(dataset, max_docs=n_docs)]
 
 
-def apply_apc(encoder, apc, texts: list[str] | None = None) -> dict:
+def apply_apc(encoder, apc, texts: list[str] | None = None, cache: bool = True) -> dict:
     """Apply an :class:`lexray.config.ApcConfig` to a :class:`~lexray.models.SparseEncoder` in place.
 
     With ``apc.per_term`` every term is first centred on the probe (:func:`centre_terms`), then shifted by c.
+    A probe's result is cached (``cache``, :mod:`lexray.vocab.apc_cache`): every process that builds the same
+    encoder with the same settings and probe loads the first one's bias instead of running the probe again.
 
     Returns ``{"shift", "rate_before", "rate_after", "probe_docs", "per_term"}`` (rates are None when only a plain
     ``shift`` is set and no ``texts`` were passed; rates count all of |V|, also terms outside a restricted output
@@ -123,6 +125,16 @@ def apply_apc(encoder, apc, texts: list[str] | None = None) -> dict:
     if texts is None:
         texts = probe_texts(apc.probe_dataset, apc.probe_docs)
     bias = ensure_output_bias(encoder.backbone)
+    if not cache:
+        return _probe_apc(encoder, apc, texts, bias)
+    from lexray.vocab.apc_cache import apc_key, cached_apc
+
+    return cached_apc(apc_key(encoder, apc, texts, apc.probe_max_length), bias,
+                      lambda: _probe_apc(encoder, apc, texts, bias))
+
+
+def _probe_apc(encoder, apc, texts: list[str], bias: torch.Tensor) -> dict:
+    """APC from the probe's maxima (per-term centring, then the shift); changes ``bias`` in place."""
     m = max_logits(encoder, texts, max_length=apc.probe_max_length)
     centred = None
     if apc.per_term:
