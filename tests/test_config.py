@@ -94,3 +94,24 @@ def test_eval_top_k_below_a_metric_cut_off_is_refused_naming_both_keys():
         load_config(None, ["eval.top_k=999"], require_model=False)
     cfg = load_config(None, ["eval.top_k=100", "eval.metrics=[nDCG@10,R@100]"], require_model=False)
     assert cfg.eval.top_k == 100
+
+
+def test_eval_transfer_entries_are_validated_naming_the_key():
+    """eval.transfer (issue 28 item 6): a bad entry is refused before anything runs, the message names the key."""
+    ok = load_config(None, ["eval.transfer=[{dataset: ../shared/datasets/cranfield, on_error: skip}]"],
+                     require_model=False)
+    (t,) = ok.eval.transfer
+    assert (t.label, t.on_error, t.output_vocab, t.split, t.zero_shot) == ("cranfield", "skip", "collection", "test",
+                                                                          False)
+    assert load_config(None, require_model=False).eval.transfer == []  # default: none
+    with pytest.raises(ConfigError, match=r"eval\.transfer\.0\.output_vocab"):
+        load_config(None, ["eval.transfer=[{dataset: d, output_vocab: scifact}]"], require_model=False)
+    with pytest.raises(ConfigError, match=r"eval\.transfer\.0\.dataset: Field required"):
+        load_config(None, ["eval.transfer=[{on_error: skip}]"], require_model=False)
+    with pytest.raises(ConfigError, match=r"eval\.transfer\.1\.on_eror: unknown key"):
+        load_config(None, ["eval.transfer=[{dataset: a}, {dataset: b, on_eror: skip}]"], require_model=False)
+    with pytest.raises(ConfigError, match=r"eval\.transfer\.0.*folder name"):
+        load_config(None, ["eval.transfer=[{dataset: a, name: ../x}]"], require_model=False)
+    with pytest.raises(ConfigError, match=r"eval\.transfer: two entries are named cranfield"):
+        load_config(None, ["eval.transfer=[{dataset: x/cranfield}, {dataset: y/cranfield, output_vocab: full}]"],
+                    require_model=False)

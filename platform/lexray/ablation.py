@@ -80,7 +80,10 @@ def run_row(name: str, row_dir: Path, cmds: list[list[str]] | Callable[[], list[
     return res
 
 
-def metrics_entries(path: Path) -> list[dict]:
-    """The records of a ``metrics.json`` (one evaluated model: a single object; several: a list)."""
+def metrics_entries(path: Path, transfer: bool = False) -> list[dict]:
+    """The records of a ``metrics.json`` (one evaluated model: a single object; several: a list). A training
+    job's file ends with its ``eval.transfer`` rows (records with ``"transfer"``, other collections): left out
+    unless ``transfer``, so ``[-1]`` stays the trained model on the training collection."""
     entries = json.loads(path.read_text())
-    return entries if isinstance(entries, list) else [entries]
+    entries = entries if isinstance(entries, list) else [entries]
+    return entries if transfer else [e for e in entries if "transfer" not in e]

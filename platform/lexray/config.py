@@ -50,7 +50,7 @@ from lexray.recipes import (
 )
 
 __all__ = ["ApcConfig", "CaiConfig", "CaiExpandConfig", "CaiMlmConfig", "ConfigError", "DenseConfig", "HybridConfig",
-           "DistillConfig", "TeacherConfig", "VTAdaptConfig", "VTConfig", "LexrayConfig", "ModelConfig", "add_config_args", "apply_overrides", "load_config",
+           "DistillConfig", "TeacherConfig", "TransferConfig", "VTAdaptConfig", "VTConfig", "LexrayConfig", "ModelConfig", "add_config_args", "apply_overrides", "load_config",
            "parse_overrides", "read_yaml", "save_config"]
 
 log = logging.getLogger(__name__)
@@ -327,6 +327,42 @@ class SeismicConfig(Section):
     threads: int | None = None
 
 
+class TransferConfig(Section):
+    """One collection the training jobs also evaluate the trained model on, after training (``eval.transfer``):
+    out of domain, since the model never trained on it. Same evaluation pipeline as the in-domain row; results in
+    ``<out>/eval/transfer/<name>/``, a row of the job's table and of its ``metrics.json`` (lexray.workflows)."""
+
+    dataset: str = Field(..., description="BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv), e.g. "
+                         "shared:datasets/cranfield")
+    name: str | None = Field(None, description="the folder (eval/transfer/<name>) and the row's name; None = the "
+                             "dataset folder's name")
+    split: str = Field("test", description="qrels split evaluated")
+    on_error: Literal["fail", "skip"] = Field("fail", description="bad corpus rows (as data.on_error): Cranfield "
+                                              "has two empty documents and needs skip; skipped rows are counted in "
+                                              "the row's efficiency (encode_docs_skipped)")
+    output_vocab: Literal["model", "collection", "full"] = Field(
+        "collection", description="encode.output_vocab for this collection: collection (default) = the token ids "
+        "of its own corpus, so words absent from the training collection can be terms; model = the checkpoint's "
+        "saved output_ids (the training collection's vocabulary, model.output_vocab); full = all of |V|")
+    max_docs: int | None = Field(None, ge=1, description="only the first N documents (smoke runs); None = all "
+                                 "(data.max_docs does not apply here)")
+    zero_shot: bool = Field(False, description="also evaluate the starting model on this collection, through the "
+                            "evaluation cache (eval.cache), when the job evaluates zero-shot")
+
+    @model_validator(mode="after")
+    def _folder_name(self) -> TransferConfig:
+        import re
+
+        if self.name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", self.name):
+            raise ValueError(f"name {self.name!r} must be a folder name (letters, digits, '.', '_', '-')")
+        return self
+
+    @property
+    def label(self) -> str:
+        """``name``, else the dataset folder's name (``shared:datasets/cranfield`` -> ``cranfield``)."""
+        return self.name or Path(self.dataset.split(":", 1)[-1].rstrip("/")).name
+
+
 class EvalConfig(Section):
     """Retrieval and evaluation. ``backend: seismic`` searches with Seismic (approximate) and also exactly, to
     report its recall@10 against the exact top-10."""
@@ -342,6 +378,9 @@ class EvalConfig(Section):
     dense_ann: Literal["none", "faiss"] = Field("none", description="dense models (model.dense): also search with "
                                                 "faiss HNSW (faiss-cpu) and report its recall@10 against the exact "
                                                 "top-10; its metrics become the headline")
+    transfer: list[TransferConfig] = Field(
+        default_factory=list, description="collections the training jobs also evaluate the trained model on "
+        "after training (out of domain; lexray.workflows.evaluate_transfer); empty = none")
 
     @model_validator(mode="after")
     def _depth_covers_cut_offs(self) -> EvalConfig:
@@ -356,6 +395,15 @@ class EvalConfig(Section):
         if deeper:
             raise ValueError(f"eval.top_k={self.top_k} is below the cut-off of eval.metrics {', '.join(deeper)}: "
                              f"set eval.top_k >= {max(k for _, k in cuts)} or drop those metrics")
+        return self
+
+    @model_validator(mode="after")
+    def _transfer_names_unique(self) -> EvalConfig:
+        labels = [t.label for t in self.transfer]
+        dup = sorted({x for x in labels if labels.count(x) > 1})
+        if dup:
+            raise ValueError(f"eval.transfer: two entries are named {', '.join(dup)} (each writes "
+                             f"eval/transfer/<name>/): give them distinct 'name's")
         return self
 
 

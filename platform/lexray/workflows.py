@@ -13,7 +13,10 @@ Output folder (``cfg.out_dir``, default ``outputs/<cfg.name>``)::
                                              TensorBoard, merged phase encoders)
     eval/zero-shot/, eval/trained/           evaluation folders (lexray.eval.pipeline); the zero-shot one holds
                                              copies of a cached evaluation (lexray.eval.cache, eval.cache)
-    metrics.json, metrics.md                 the final table (one row per evaluated model)
+    eval/transfer/<name>/                    the trained model on each eval.transfer collection (out of domain)
+    eval/transfer/<name>/zero-shot/          the starting model on it (an entry's zero_shot; through the cache)
+    metrics.json, metrics.md                 the final table: one row per evaluated model on data.dataset, then
+                                             one per transfer evaluation (its record carries "transfer")
 """
 
 from __future__ import annotations
@@ -125,6 +128,8 @@ def train_and_evaluate(cfg: LexrayConfig, evaluate: bool = True, zero_shot: bool
     from lexray.train.loop import run_training
 
     cfg.model.require_source()
+    if evaluate:
+        check_transfer(cfg)  # before hours of training, not after
     out = output_dir(cfg)
     out.mkdir(parents=True, exist_ok=True)
     cfg = cfg.model_copy(update={"out_dir": str(out)})
@@ -153,13 +158,83 @@ def train_and_evaluate(cfg: LexrayConfig, evaluate: bool = True, zero_shot: bool
             from lexray.models.card import update_model_card
 
             update_model_card(result.model_dir, metrics=[rows[-1]])
+        rows += evaluate_transfer(cfg, ecfg, out, zero_shot=zero_shot)
     if rows:
         import json
 
         (out / "metrics.json").write_text(json.dumps(rows if len(rows) > 1 else rows[0], indent=2) + "\n")
-        write_markdown(out / "metrics.md", rows, title=f"{cfg.name}: {cfg.data.dataset} {cfg.data.split}",
-                       efficiency=("avg_query_nnz", "index_avg_nnz_per_doc"))
+        title = f"{cfg.name}: {cfg.data.dataset} {cfg.data.split}"
+        if cfg.eval.transfer and evaluate:
+            title += " (then out of domain: " + ", ".join(t.label for t in cfg.eval.transfer) + ")"
+        write_markdown(out / "metrics.md", rows, title=title, efficiency=("avg_query_nnz", "index_avg_nnz_per_doc"))
     return {"train": result, "rows": rows, "out_dir": out}
+
+
+def check_transfer(cfg: LexrayConfig) -> None:
+    """Each ``eval.transfer`` collection exists with its split's queries and qrels.
+
+    Raises:
+        ConfigError: names the entry's key (``eval.transfer.<i>.dataset`` or ``.split``) and what is missing.
+    """
+    from lexray.config import ConfigError
+    from lexray.data.beir import resolve_dataset_dir
+
+    for i, t in enumerate(cfg.eval.transfer):
+        try:
+            d = resolve_dataset_dir(t.dataset)
+        except (FileNotFoundError, ValueError) as e:
+            raise ConfigError(f"eval.transfer.{i}.dataset: {t.dataset!r}: {e}") from None
+        missing = [f for f in ("corpus.jsonl", "queries.jsonl") if not (d / f).is_file()]
+        if missing:
+            raise ConfigError(f"eval.transfer.{i}.dataset: {d} is not a BEIR folder (no {', '.join(missing)})")
+        if not (d / "qrels" / f"{t.split}.tsv").is_file():
+            raise ConfigError(f"eval.transfer.{i}.split: {d} has no qrels/{t.split}.tsv")
+
+
+def transfer_config(cfg: LexrayConfig, t) -> LexrayConfig:
+    """``cfg`` evaluating on the transfer entry ``t`` (:class:`lexray.config.TransferConfig`): its collection,
+    split, on_error, max_docs and output vocabulary (``encode.output_vocab``)."""
+    data = cfg.data.model_copy(update={"dataset": t.dataset, "split": t.split, "on_error": t.on_error,
+                                       "max_docs": t.max_docs})
+    encode = cfg.encode.model_copy(update={"output_vocab": t.output_vocab})
+    return cfg.model_copy(update={"data": data, "encode": encode})
+
+
+def evaluate_transfer(cfg: LexrayConfig, trained_cfg: LexrayConfig, out: Path, zero_shot: bool = False) -> list[dict]:
+    """Evaluate the trained model (``trained_cfg``, :func:`trained_model_config`) on every ``eval.transfer``
+    collection, through the same pipeline as the in-domain row, into ``out/eval/transfer/<name>/``; with
+    ``zero_shot`` and an entry's ``zero_shot``, the starting model (``cfg``) too, into ``<name>/zero-shot/``
+    (through the evaluation cache when ``eval.cache``).
+
+    Returns:
+        one metrics.json record per evaluation, each with ``"transfer"``: the entry's name, dataset, split,
+        output_vocab, on_error, max_docs and ``skipped_docs`` (corpus rows skipped under on_error=skip).
+    """
+    from lexray.eval.pipeline import evaluate_dense, evaluate_sparse
+
+    rows = []
+    dense = cfg.model.dense is not None
+    for t in cfg.eval.transfer:
+        d = out / "eval" / "transfer" / t.label
+        runs = []
+        if zero_shot and t.zero_shot:
+            zero_shot_eval = evaluate_dense if dense else evaluate_sparse
+            if not dense and cfg.eval.cache:
+                from lexray.eval.cache import cached_evaluate_sparse as zero_shot_eval
+            runs.append((zero_shot_eval, transfer_config(cfg, t), d / "zero-shot", f"{_model_label(cfg)} (zero-shot)"))
+        runs.append((evaluate_dense if dense else evaluate_sparse, transfer_config(trained_cfg, t), d,
+                     f"{cfg.name} (trained)"))
+        for fn, tcfg, folder, label in runs:
+            print(f"[lexray] out of domain: {label} on {t.dataset} {t.split} (encode.output_vocab={t.output_vocab}, "
+                  f"data.on_error={t.on_error})", flush=True)
+            rec = fn(tcfg, folder, retriever_name=label)
+            skipped = rec.get("efficiency", {}).get("encode_docs_skipped")
+            if skipped:
+                print(f"[lexray] {t.label}: {skipped} documents skipped "
+                      f"({rec['efficiency'].get('encode_skipped_by_reason')})", flush=True)
+            rows.append({**rec, "transfer": {**t.model_dump(mode="json"), "name": t.label,
+                                             "skipped_docs": skipped, "folder": str(folder)}})
+    return rows
 
 
 def _eval_to_tensorboard(cfg: LexrayConfig, result, rows: list[dict], zero_shot: bool) -> None:

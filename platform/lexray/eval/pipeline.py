@@ -408,6 +408,11 @@ def _encode_efficiency(manifest) -> dict:
     for k in ("docs", "n_docs", "avg_nnz", "avg_doc_nnz", "docs_per_second", "docs_per_s", "encode_seconds"):
         if k in totals:
             keep[f"encode_{k}" if not k.startswith("encode") else k] = totals[k]
+    skipped = (m.get("read_report") or {}).get("skipped")
+    if skipped is not None:  # corpus rows skipped under data.on_error=skip (e.g. Cranfield's 2 empty documents)
+        keep["encode_docs_skipped"] = int(sum(skipped.values()))
+        if skipped:
+            keep["encode_skipped_by_reason"] = dict(skipped)
     return keep
 
 
