@@ -381,7 +381,7 @@ def collection_output_ids(encoder: SparseEncoder, dataset: str, batch_size: int 
     (arXiv:2601.01684, laconic.txt §2.1, scores all of |V|); recipes that use it say so.
 
     Raises:
-        FileNotFoundError / lexray.data.beir.DataError: the corpus is missing or malformed (file, line, field).
+        FileNotFoundError: the corpus is missing.
     """
     from lexray.data.beir import ReadReport, iter_corpus
 
@@ -395,7 +395,9 @@ def collection_output_ids(encoder: SparseEncoder, dataset: str, batch_size: int 
             seen.update(t["input_ids"][t["pool_mask"].bool()].unique().tolist())
             batch.clear()
 
-    for doc in iter_corpus(dataset, report=report):
+    # Bad rows (Cranfield's two empty documents) carry no tokens: they are skipped and counted here whatever
+    # data.on_error says; the encode itself applies data.on_error to them (fail, or skip and report).
+    for doc in iter_corpus(dataset, on_error="skip", report=report):
         batch.append(doc.full_text)
         if len(batch) >= batch_size:
             flush()
