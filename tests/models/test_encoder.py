@@ -217,3 +217,19 @@ def test_unfused_head_equals_fused_in_weights_and_gradients(splade_tiny_dir, res
         assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
     assert out["fused"][0].dtype == out["unfused"][0].dtype == torch.float32
     assert SparseEncoder.from_pretrained(splade_tiny_dir).settings.head_impl == "auto"
+
+
+def test_collection_vocabulary_skips_and_counts_empty_documents(splade_tiny_dir, cranfield_dir, caplog):
+    """Cranfield has two documents with empty title and text: the output vocabulary of the collection is the
+    tokens of the others (an empty document has none), with the two counted in the log, not an error — the
+    encode applies data.on_error to them (the eval.transfer row of the SmolLM2 default failed here)."""
+    import logging
+
+    from lexray.models import SparseEncoder
+    from lexray.models.encoder import collection_output_ids
+
+    enc = SparseEncoder.from_pretrained(splade_tiny_dir, doc_max_length=64)
+    with caplog.at_level(logging.INFO, logger="lexray.models.encoder"):
+        ids = collection_output_ids(enc, str(cranfield_dir))
+    assert 1000 < len(ids) < enc.vocab_size and ids == sorted(set(ids))
+    assert "kept 1398" in caplog.text and "skipped 2" in caplog.text
