@@ -42,6 +42,7 @@ import json
 import logging
 import os
 import shutil
+import signal
 import time
 import uuid
 from collections.abc import Iterator
@@ -64,6 +65,13 @@ __all__ = ["reencode", "rollback", "resolve_current", "version_dir", "model_fing
 
 CURRENT = "current"
 VERSION_FILE = "version.json"
+KILL_AT_ENV = "LEXRAY_TEST_KILL_AT"
+"""Test hook: names a stage of :data:`STAGES`; the run SIGKILLs itself there (:func:`_stage`)."""
+STAGES = ("encode", "build", "validate", "switch", "published")
+"""Where a run can be killed on purpose: ``encode`` after its first new shard (nothing committed), ``build`` after
+the committed version's index is built in its temporary folder, ``validate`` after it is validated and described
+(still temporary), ``switch`` with the version's folder moved into ``versions/`` and the new ``current`` link made
+but not yet renamed over the old one, ``published`` after the switch but before the catalog marks it published."""
 
 
 class StoreError(RuntimeError):
@@ -93,10 +101,24 @@ def _current_version(store: Path) -> int | None:
         return None
 
 
+def _stage(name: str) -> None:
+    """SIGKILL this process at stage ``name`` when the environment variable ``LEXRAY_TEST_KILL_AT`` names it.
+
+    Why: the kill-at-each-stage tests (tests/store/test_reencode_kills.py) need ``kill -9`` at an exact point of
+    a real ``lexray reencode`` process; a kill from outside, timed on files appearing, races with the run. Unset
+    (always, outside those tests) it does nothing.
+    """
+    at = os.environ.get(KILL_AT_ENV)
+    if at and at == name:
+        log.warning("%s=%s: killing this run (SIGKILL)", KILL_AT_ENV, name)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
 def _switch_current(store: Path, version: int) -> None:
     """Point ``current`` at ``versions/v<version>`` atomically (a new symlink renamed over the old one)."""
     tmp = store / f".{CURRENT}.tmp-{uuid.uuid4().hex[:8]}"
     os.symlink(os.path.join("versions", f"v{version:06d}"), tmp)
+    _stage("switch")
     os.replace(tmp, store / CURRENT)
     _fsync_dir(store)
 
@@ -298,6 +320,7 @@ def _encode_changes(store: Path, cfg: LexrayConfig, dataset: Path, corpus: Path,
         new_shards.append({k: row[k] for k in ("file", "rows", "sha256", "bytes", "postings", "vocab_size")})
         if bar is not None:
             bar.update(row["rows"])
+        _stage("encode")
     if bar is not None:
         bar.close()
     return new_shards
@@ -353,6 +376,7 @@ def _publish(store: Path, cat: Catalog, version: int, cfg: LexrayConfig, timings
     sset = _shard_set(store, cat, version)
     stats = build_index(sset, work / "index", cfg.index, show_progress=False)
     timings["index"] = timings.get("index", 0.0) + time.perf_counter() - t
+    _stage("build")
     t = time.perf_counter()
     validation = _validate(store, cat, version, sset, work / "index", cfg)
     timings["validate"] = timings.get("validate", 0.0) + time.perf_counter() - t
@@ -362,6 +386,7 @@ def _publish(store: Path, cat: Catalog, version: int, cfg: LexrayConfig, timings
             "versions_row": next(v for v in cat.versions() if v["version"] == version)}
     (work / VERSION_FILE).write_text(json.dumps(info, indent=2, default=str) + "\n")
     save_config(cfg, work)  # the model and corpus of this version, for its readers (lexray search)
+    _stage("validate")
     if final.exists():  # replace: the damaged folder goes aside (a dot name _recover removes) once work is whole
         aside = store / "versions" / f".v{version:06d}.damaged-{uuid.uuid4().hex[:8]}"
         os.rename(final, aside)
@@ -371,6 +396,7 @@ def _publish(store: Path, cat: Catalog, version: int, cfg: LexrayConfig, timings
         os.replace(work, final)
     _fsync_dir(final.parent)
     _switch_current(store, version)
+    _stage("published")
     cat.set_status(version, "published")
     return validation
 
