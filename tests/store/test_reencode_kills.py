@@ -16,7 +16,6 @@ import shutil
 import signal
 import subprocess
 import sys
-
 from pathlib import Path
 
 import pytest
