@@ -2,7 +2,7 @@
 between the switch and the catalog's ``published`` mark.
 
 Each kill is exact: the job is a real subprocess run with ``LEXRAY_TEST_KILL_AT=<stage>``, and
-``lexray.store.reencode`` SIGKILLs itself at that point (``_stage``), so no kill races the run. After each kill,
+``lexray.store.faults.stage`` SIGKILLs it at that point, so no kill races the run. After each kill,
 ``current`` must name a complete, valid version (the old one, or the new one once it was switched to), and a rerun
 (``--break-stale-lock``: the killed run's lock is stale) must finish the pending version (or encode again when
 nothing was committed) and reach the store an uninterrupted run reaches: same index bytes, same shards, nothing
@@ -23,8 +23,8 @@ import pytest
 from lexray.config import load_config
 from lexray.store import reencode, resolve_current
 from lexray.store.catalog import Catalog
+from lexray.store.faults import KILL_AT_ENV, STAGES
 from lexray.store.integrity import verify_store, version_problems
-from lexray.store.reencode import KILL_AT_ENV, STAGES
 
 REPO = Path(__file__).resolve().parents[2]
 SETTINGS = ["model.doc_max_length=32", "encode.rows_per_shard=8", "encode.batch_size=16",

@@ -42,7 +42,6 @@ import json
 import logging
 import os
 import shutil
-import signal
 import time
 import uuid
 from collections.abc import Iterator
@@ -54,9 +53,10 @@ import numpy as np
 from lexray.config import LexrayConfig, save_config
 from lexray.encode.reader import ShardSet, iter_live_rows, verify_files
 from lexray.encode.shards import fingerprint
-from lexray.fsio import file_sha256
+from lexray.fsio import file_sha256, fsync_dir
 from lexray.locks import FolderLock
 from lexray.store.catalog import Catalog
+from lexray.store.faults import stage as _stage
 from lexray.store.integrity import repair_current_index, repair_shards
 
 log = logging.getLogger(__name__)
@@ -65,13 +65,6 @@ __all__ = ["reencode", "rollback", "resolve_current", "version_dir", "model_fing
 
 CURRENT = "current"
 VERSION_FILE = "version.json"
-KILL_AT_ENV = "LEXRAY_TEST_KILL_AT"
-"""Test hook: names a stage of :data:`STAGES`; the run SIGKILLs itself there (:func:`_stage`)."""
-STAGES = ("encode", "build", "validate", "switch", "published")
-"""Where a run can be killed on purpose: ``encode`` after its first new shard (nothing committed), ``build`` after
-the committed version's index is built in its temporary folder, ``validate`` after it is validated and described
-(still temporary), ``switch`` with the version's folder moved into ``versions/`` and the new ``current`` link made
-but not yet renamed over the old one, ``published`` after the switch but before the catalog marks it published."""
 
 
 class StoreError(RuntimeError):
@@ -101,34 +94,13 @@ def _current_version(store: Path) -> int | None:
         return None
 
 
-def _stage(name: str) -> None:
-    """SIGKILL this process at stage ``name`` when the environment variable ``LEXRAY_TEST_KILL_AT`` names it.
-
-    Why: the kill-at-each-stage tests (tests/store/test_reencode_kills.py) need ``kill -9`` at an exact point of
-    a real ``lexray reencode`` process; a kill from outside, timed on files appearing, races with the run. Unset
-    (always, outside those tests) it does nothing.
-    """
-    at = os.environ.get(KILL_AT_ENV)
-    if at and at == name:
-        log.warning("%s=%s: killing this run (SIGKILL)", KILL_AT_ENV, name)
-        os.kill(os.getpid(), signal.SIGKILL)
-
-
 def _switch_current(store: Path, version: int) -> None:
     """Point ``current`` at ``versions/v<version>`` atomically (a new symlink renamed over the old one)."""
     tmp = store / f".{CURRENT}.tmp-{uuid.uuid4().hex[:8]}"
     os.symlink(os.path.join("versions", f"v{version:06d}"), tmp)
     _stage("switch")
     os.replace(tmp, store / CURRENT)
-    _fsync_dir(store)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(store)
 
 
 def model_fingerprint(cfg: LexrayConfig) -> tuple[str, dict]:
@@ -394,7 +366,7 @@ def _publish(store: Path, cat: Catalog, version: int, cfg: LexrayConfig, timings
         shutil.rmtree(aside, ignore_errors=True)
     else:
         os.replace(work, final)
-    _fsync_dir(final.parent)
+    fsync_dir(final.parent)
     _switch_current(store, version)
     _stage("published")
     cat.set_status(version, "published")
