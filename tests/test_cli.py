@@ -231,3 +231,42 @@ def test_encode_takes_the_break_stale_lock_flag_its_message_names(capsys, tmp_pa
     rc, _, err = _run(capsys, *base, "--break-stale-lock")
     assert rc == 0, err
     assert json.loads((out / "manifest.json").read_text())["status"] == "complete" and not (out / ".lock").exists()
+
+
+SIGTERM_JOB = """
+import sys, time
+from lexray import cli
+from lexray.locks import FolderLock
+
+
+def held(argv):  # a command that holds a lock and a manifest-like marker, as encode does
+    with FolderLock(argv[0], ".lock"):
+        try:
+            print("READY", flush=True)
+            time.sleep(120)
+        except BaseException:
+            open(argv[0] + "/status", "w").write("interrupted")
+            raise
+
+
+cli.resolve = lambda cmd: held
+sys.exit(cli.main(["encode", sys.argv[1]]))
+"""
+
+
+@pytest.mark.timeout(60)
+def test_sigterm_cleans_up_as_ctrl_c_does_and_exits_143(tmp_path):
+    """``ray job stop`` sends the driver SIGTERM (SIGKILL 3 s later): the command's clean-up must run (lock
+    released, status written) as on Ctrl-C, so the rerun of the same command is not refused by a stale lock."""
+    import signal
+
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "platform")}
+    proc = subprocess.Popen([sys.executable, "-c", SIGTERM_JOB, str(tmp_path)], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "READY"
+    assert (tmp_path / ".lock").is_file()
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 143, err
+    assert "terminated (SIGTERM); rerun the same command to resume" in err
+    assert not (tmp_path / ".lock").exists() and (tmp_path / "status").read_text() == "interrupted"

@@ -13,14 +13,17 @@ and ``lexray x`` run the same code with the same errors.
 Errors: a failing command prints one line, ``lexray <command>: error: <message>``, and exits with status 1 (or
 the ``exit_status`` the exception carries: ``lexray reencode`` exits 3 when another run holds the store); bad
 flags are argparse's usage error, status 2. ``--debug`` (anywhere on the command line) shows the traceback
-instead. Ctrl-C exits with 130. ``--verbose`` (anywhere) keeps every library's own console output
+instead. Ctrl-C exits with 130, SIGTERM (``ray job stop``, ``kill``, a scheduler's stop) with 143 after the same
+clean-up as Ctrl-C (:class:`Terminated`). ``--verbose`` (anywhere) keeps every library's own console output
 (lexray.console).
 """
 
 from __future__ import annotations
 
 import importlib
+import signal
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -89,6 +92,23 @@ COMMANDS: tuple[Command, ...] = (
     Command("pyserini", "lexray.index.lucene.pyserini_cli:main", "",
             "run a Pyserini module with lexray's Java set-up (e.g. pyserini.search.lucene --impact ...)"),
 )
+class Terminated(KeyboardInterrupt):
+    """SIGTERM received: raised in the main thread, so a job cleans up exactly as on Ctrl-C.
+
+    Why: ``ray job stop`` sends SIGTERM to the driver of a submitted job and SIGKILLs it 3 s later
+    (``RAY_JOB_STOP_WAIT_TIME_S``), and Python's default for SIGTERM is to die on the spot: the encoder's lock
+    stayed behind naming a dead pid and its manifest said ``running``, so the rerun of the same command was
+    refused. As a KeyboardInterrupt, every clean-up path a Ctrl-C takes runs (the manifest says
+    ``interrupted`` with its finished shards, locks and temporary files are removed, a Tune search keeps its
+    state), and the rerun resumes. A job that starts its own local Ray gets Ray's SIGTERM handler instead,
+    which stops that Ray and exits through SystemExit: the same clean-up.
+    """
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated(f"terminated by signal {signum} (SIGTERM)")
+
+
 BY_NAME = {c.name: c for c in COMMANDS}
 BY_JOB_FILE = {c.job_file: c for c in COMMANDS if c.job_file}
 HELP_FLAGS = ("-h", "--help")
@@ -126,10 +146,15 @@ def main(argv: list[str] | None = None) -> int:
         from lexray.console import quiet_console
 
         quiet_console(verbose=verbose)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _raise_terminated) if main_thread else None
     try:
         result = resolve(cmd)(rest)
     except SystemExit as e:  # argparse --help / usage errors, or a command's own exit status
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    except Terminated:
+        print(f"lexray {name}: terminated (SIGTERM); rerun the same command to resume", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print(f"lexray {name}: interrupted", file=sys.stderr)
         return 130
@@ -139,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
         msg = " ".join(str(e).split()) or type(e).__name__
         print(f"lexray {name}: error: {msg} ({type(e).__name__}; --debug shows the traceback)", file=sys.stderr)
         return getattr(e, "exit_status", 1)
+    finally:
+        if main_thread:  # None: a handler not set from Python; the default is the closest
+            signal.signal(signal.SIGTERM, signal.SIG_DFL if previous is None else previous)
     # a command that returns an int (pyserini) returns its exit status; the others return their result
     return result if isinstance(result, int) and not isinstance(result, bool) else 0
 

@@ -27,6 +27,15 @@ def file_sha256(path: str | os.PathLike) -> str:
     return h.hexdigest()
 
 
+def fsync_dir(path: str | os.PathLike) -> None:
+    """fsync a folder, so that a rename into it (a published version, a switched link) survives a power loss."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def publish_folder(dest: str | os.PathLike, fill: Callable[[Path], None], marker: str,
                    replace_stale: bool = True) -> Path:
     """Build ``dest`` once: return it at once if ``dest/marker`` exists, else ``fill(tmp)`` and rename into place.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
 
 os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
@@ -38,6 +39,7 @@ def init_ray(address: str | None = None, num_cpus: int | None = None, **kwargs):
     import faulthandler
 
     had_faulthandler = faulthandler.is_enabled()
+    sigterm = _python_sigterm_handler()
     from lexray.console import VERBOSE_ENV, filter_ray_worker_logs
 
     if os.environ.get(VERBOSE_ENV):  # lexray --verbose: the workers of a cluster learn it too (local ones inherit)
@@ -46,6 +48,11 @@ def init_ray(address: str | None = None, num_cpus: int | None = None, **kwargs):
         kwargs["runtime_env"] = runtime_env
     try:
         ctx = _init(ray, address, num_cpus, kwargs)
+        if sigterm is not None and not started_locally():
+            # ray.init replaces the driver's SIGTERM handler with sys.exit(15); a caller's own (lexray.cli's
+            # Terminated, the Ctrl-C clean-up that ``ray job stop`` relies on) is put back. A local instance keeps
+            # Ray's, which stops that instance's processes first and then exits through SystemExit.
+            signal.signal(signal.SIGTERM, sigterm)
         filter_ray_worker_logs()  # Ray's one known ERROR line from its own actors (lexray.console)
         if started_locally():
             # the local instance lives as long as this process: its dashboard is shown now, while it is live
@@ -62,6 +69,17 @@ def init_ray(address: str | None = None, num_cpus: int | None = None, **kwargs):
         # disable() puts the previous handler (the JVM's) back; a user who enabled faulthandler keeps it.
         if not had_faulthandler and faulthandler.is_enabled():
             faulthandler.disable()
+
+
+def _python_sigterm_handler():
+    """The SIGTERM handler a Python caller installed in this (main) thread, or None (default, ignored, not
+    Python's, or not the main thread)."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    h = signal.getsignal(signal.SIGTERM)
+    return h if callable(h) else None
 
 
 def _init(ray, address, num_cpus, kwargs):

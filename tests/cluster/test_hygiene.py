@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -146,3 +147,108 @@ def test_ctrl_c_then_success_leave_no_processes_locks_or_running_manifest(splade
     assert m.status == "complete" and m.totals.shards_reused >= 2
     assert {p.name for p in out.iterdir()} - {f"part-{i:05d}.parquet" for i in range(20)} <= {
         "manifest.json", "config.resolved.yaml"}
+
+
+# hidden_size 32 over 3 attention heads: accepted by lexray's config, refused by transformers when a worker
+# builds the model (inside the Ray Train worker: the failure crosses Ray's worker -> controller -> driver path)
+BAD_RECIPE = """
+name: bad-heads
+model:
+  random_init: {architecture: llama, tokenizer: "shared:models/splade-tiny", hidden_size: 32, intermediate_size: 64,
+                num_hidden_layers: 2, num_attention_heads: 3, max_position_embeddings: 64}
+  query_max_length: 16
+  doc_max_length: 32
+data: {dataset: "shared:datasets/scifact", max_docs: 50}
+train:
+  num_workers: 1
+  cpus_per_worker: 0.9
+  log_every: 1
+  checkpoint_every: 2
+  phases:
+    - {name: ft, data: hard_negatives, max_steps: 4, global_batch_size: 4, num_negatives: 1, lr: 1.0e-4,
+       query_max_length: 12, doc_max_length: 24}
+encode: {batch_size: 64, rows_per_shard: 25, doc_top_k: 64}
+tune: {dev_queries: 8, dev_depth: 3, eval_every: 2, test_entries: 1}
+"""
+BAD_SPACE = """
+params:
+  train.phases.0.flops.lambda_q: {grid: [1.0e-4]}
+objective: [{metric: dev_nDCG@10, mode: max}]
+search: {algorithm: random, num_samples: 1, seed: 0, max_concurrent: 1}
+"""
+REAL_CAUSE = "not a multiple of the number of attention heads"
+
+
+def _run_failing(args: list[str], tmp_path) -> tuple[subprocess.CompletedProcess, set[int], Path]:
+    """Run ``lexray <args>`` with its own local Ray and its own temporary folder (TMPDIR: short, Ray's socket
+    paths live under it); returns the result, every descendant pid seen, and that folder."""
+    import tempfile
+    import threading
+
+    tmpdir = Path(tempfile.mkdtemp(prefix="lxr-", dir="/tmp"))
+    env = {**{k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}, "TMPDIR": str(tmpdir),
+           "PYTHONPATH": str(REPO_ROOT / "platform"), "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
+    proc = subprocess.Popen([sys.executable, "-m", "lexray.cli", *args], env=env, cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen: set[int] = set()
+    stop = threading.Event()
+    watcher = threading.Thread(target=_watch_descendants, args=(proc, seen, stop), daemon=True)
+    watcher.start()
+    try:
+        out, err = proc.communicate(timeout=900)
+    finally:
+        stop.set()
+        if proc.poll() is None:
+            proc.kill()
+    watcher.join(timeout=5)
+    return subprocess.CompletedProcess(args, proc.returncode, out, err), seen, tmpdir
+
+
+def _no_leftovers(pids: set[int], tmpdir, outputs) -> None:
+    """No process of the job's (Ray's included), nothing in its temporary folder but Ray's session logs, and no
+    lock, temporary file or ``running`` manifest in its outputs."""
+    import json
+    import shutil
+
+    try:
+        assert pids and not _leftovers(pids), f"left running: {_leftovers(pids, 0)}"
+        assert {p.name for p in tmpdir.iterdir()} <= {"ray"}, sorted(p.name for p in tmpdir.iterdir())
+        names = [p for p in outputs.rglob("*")]
+        assert not [p for p in names if p.name in (".lock", "LOCK") or ".tmp-" in p.name
+                    or p.name.startswith("lexray-ckpt-")], names
+        for m in (p for p in names if p.name == "manifest.json"):
+            assert json.loads(m.read_text()).get("status") != "running", m
+    finally:
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+@pytest.mark.timeout(1000)
+def test_failing_training_leaves_nothing_and_names_the_real_cause(tmp_path):
+    """``lexray train-laconic`` whose model config fails inside the Ray Train worker: exit 1 with one line naming
+    transformers' reason (not Ray's 'missing 1 required positional argument: cause' from an exception that
+    could not be unpickled: lexray.train.loop.run_with_picklable_errors), and nothing left behind."""
+    (tmp_path / "bad.yaml").write_text(BAD_RECIPE)
+    res, pids, tmpdir = _run_failing(["train-laconic", "--config", "bad.yaml", "--no-eval", "--set",
+                                      f"out_dir={tmp_path / 'out'}"], tmp_path)
+    line = [x for x in res.stderr.splitlines() if x.startswith("lexray train-laconic: error:")]
+    assert res.returncode == 1 and line, res.stderr[-3000:]
+    assert REAL_CAUSE in line[0] and "missing 1 required positional argument" not in line[0], line[0][:1000]
+    _no_leftovers(pids, tmpdir, tmp_path / "out")
+
+
+@pytest.mark.timeout(1000)
+def test_failing_tune_trial_leaves_nothing_and_records_the_real_cause(tmp_path):
+    """``lexray tune`` whose only trial fails inside its training worker: the trial is recorded as failed with
+    transformers' reason, and nothing is left behind (processes, temporary folders, locks, manifests)."""
+    import pandas as pd
+
+    (tmp_path / "bad.yaml").write_text(BAD_RECIPE)
+    (tmp_path / "space.yaml").write_text(BAD_SPACE)
+    out = tmp_path / "out"
+    res, pids, tmpdir = _run_failing(["tune", "--space", "space.yaml", "--config", "bad.yaml", "--out", str(out),
+                                      "--name", "bad", "--no-test"], tmp_path)
+    print(f"tune exit {res.returncode}: {res.stderr.strip().splitlines()[-1:]}")
+    table = pd.read_parquet(out / "trials.parquet")
+    assert list(table["status"]) == ["failed"], res.stderr[-3000:]
+    assert REAL_CAUSE in table["reason"].iloc[0], table["reason"].iloc[0][:1000]
+    _no_leftovers(pids, tmpdir, out)

@@ -171,3 +171,34 @@ def test_uri_storage_is_kept_and_the_run_folder_stays_local(tmp_path):
     assert storage == "s3://bucket/runs" and run_dir == (tmp_path / "train" / "r" / "lexray").resolve()
     _, storage, run_dir = training_run_dir(cfg, "r", tmp_path / "st")
     assert storage == str(tmp_path / "st") and run_dir == tmp_path / "st" / "r" / "lexray"
+
+
+class _Unpicklable(Exception):
+    """Like huggingface_hub's StrictDataclassClassValidationError: __init__ needs two arguments, args holds one,
+    so unpickling it fails (``__init__() missing 1 required positional argument``)."""
+
+    def __init__(self, message, cause):
+        super().__init__(message)
+        self.cause = cause
+
+
+def test_a_worker_error_that_cannot_be_unpickled_reaches_the_driver_as_its_type_and_message():
+    import pickle
+
+    from lexray.train.loop import run_with_picklable_errors
+
+    def bad(config):
+        raise _Unpicklable("hidden_size 32 is not a multiple of the number of attention heads 3", cause=None)
+
+    with pytest.raises(TypeError):  # what Ray's controller hit
+        pickle.loads(pickle.dumps(_Unpicklable("x", None)))
+    with pytest.raises(RuntimeError, match=r"_Unpicklable: hidden_size 32 is not a multiple of the number of "
+                                           r"attention heads 3") as e:
+        run_with_picklable_errors(bad, {})
+    pickle.loads(pickle.dumps(e.value))  # survives Ray's trip to the controller
+
+    def fine(config):
+        raise ValueError(f"bad value {config['x']}")
+
+    with pytest.raises(ValueError, match="bad value 3"):  # a picklable error keeps its type
+        run_with_picklable_errors(fine, {"x": 3})

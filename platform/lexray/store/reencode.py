@@ -53,9 +53,10 @@ import numpy as np
 from lexray.config import LexrayConfig, save_config
 from lexray.encode.reader import ShardSet, iter_live_rows, verify_files
 from lexray.encode.shards import fingerprint
-from lexray.fsio import file_sha256
+from lexray.fsio import file_sha256, fsync_dir
 from lexray.locks import FolderLock
 from lexray.store.catalog import Catalog
+from lexray.store.faults import stage as _stage
 from lexray.store.integrity import repair_current_index, repair_shards
 
 log = logging.getLogger(__name__)
@@ -97,16 +98,9 @@ def _switch_current(store: Path, version: int) -> None:
     """Point ``current`` at ``versions/v<version>`` atomically (a new symlink renamed over the old one)."""
     tmp = store / f".{CURRENT}.tmp-{uuid.uuid4().hex[:8]}"
     os.symlink(os.path.join("versions", f"v{version:06d}"), tmp)
+    _stage("switch")
     os.replace(tmp, store / CURRENT)
-    _fsync_dir(store)
-
-
-def _fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    fsync_dir(store)
 
 
 def model_fingerprint(cfg: LexrayConfig) -> tuple[str, dict]:
@@ -298,6 +292,7 @@ def _encode_changes(store: Path, cfg: LexrayConfig, dataset: Path, corpus: Path,
         new_shards.append({k: row[k] for k in ("file", "rows", "sha256", "bytes", "postings", "vocab_size")})
         if bar is not None:
             bar.update(row["rows"])
+        _stage("encode")
     if bar is not None:
         bar.close()
     return new_shards
@@ -353,6 +348,7 @@ def _publish(store: Path, cat: Catalog, version: int, cfg: LexrayConfig, timings
     sset = _shard_set(store, cat, version)
     stats = build_index(sset, work / "index", cfg.index, show_progress=False)
     timings["index"] = timings.get("index", 0.0) + time.perf_counter() - t
+    _stage("build")
     t = time.perf_counter()
     validation = _validate(store, cat, version, sset, work / "index", cfg)
     timings["validate"] = timings.get("validate", 0.0) + time.perf_counter() - t
@@ -362,6 +358,7 @@ def _publish(store: Path, cat: Catalog, version: int, cfg: LexrayConfig, timings
             "versions_row": next(v for v in cat.versions() if v["version"] == version)}
     (work / VERSION_FILE).write_text(json.dumps(info, indent=2, default=str) + "\n")
     save_config(cfg, work)  # the model and corpus of this version, for its readers (lexray search)
+    _stage("validate")
     if final.exists():  # replace: the damaged folder goes aside (a dot name _recover removes) once work is whole
         aside = store / "versions" / f".v{version:06d}.damaged-{uuid.uuid4().hex[:8]}"
         os.rename(final, aside)
@@ -369,8 +366,9 @@ def _publish(store: Path, cat: Catalog, version: int, cfg: LexrayConfig, timings
         shutil.rmtree(aside, ignore_errors=True)
     else:
         os.replace(work, final)
-    _fsync_dir(final.parent)
+    fsync_dir(final.parent)
     _switch_current(store, version)
+    _stage("published")
     cat.set_status(version, "published")
     return validation
 

@@ -16,8 +16,10 @@ name resumes from the latest checkpoint.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
+import pickle
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -170,6 +172,26 @@ def build_trainer(cfg: LexrayConfig, name: str | None = None, storage_path: str 
                          name, storage, callbacks)
 
 
+def run_with_picklable_errors(func, config: dict) -> None:
+    """Run a worker's ``func(config)``; an exception that does not survive pickling is re-raised as a
+    RuntimeError carrying its type and message.
+
+    Why: Ray ships a worker's exception to the controller by pickling it. Some libraries' exceptions cannot be
+    unpickled (huggingface_hub's ``StrictDataclassClassValidationError``, raised by transformers 5 for a model
+    config such as 32 hidden units over 3 attention heads), and the user then read only
+    ``StrictDataclassClassValidationError.__init__() missing 1 required positional argument: 'cause'``
+    instead of what was wrong with the configuration.
+    """
+    try:
+        func(config)
+    except Exception as e:
+        try:
+            pickle.loads(pickle.dumps(e))
+        except Exception:  # noqa: BLE001 - any failure to round-trip: keep the type and the message
+            raise RuntimeError(f"{type(e).__module__}.{type(e).__qualname__}: {e}") from None
+        raise
+
+
 def torch_trainer(cfg: LexrayConfig, func, loop_config: dict, name: str, storage: str, callbacks: list | None = None):
     """A ``TorchTrainer`` running ``func(loop_config)`` on ``cfg.train``'s workers (CPUs/GPUs, failures,
     checkpoints kept) with lexray's worker environment; the one place every lexray Ray Train job (training,
@@ -192,7 +214,7 @@ def torch_trainer(cfg: LexrayConfig, func, loop_config: dict, name: str, storage
     if tc.strategy == "deepspeed" and not tc.use_gpu:
         env["DS_ACCELERATOR"] = "cpu"
     return TorchTrainer(
-        func, train_loop_config=loop_config,
+        functools.partial(run_with_picklable_errors, func), train_loop_config=loop_config,
         scaling_config=ScalingConfig(num_workers=tc.num_workers, use_gpu=tc.use_gpu, resources_per_worker=resources),
         run_config=RunConfig(name=name, storage_path=storage,
                              failure_config=FailureConfig(max_failures=tc.max_failures),
