@@ -81,7 +81,8 @@ def test_transfer_rows_join_the_jobs_table_with_cranfields_skipped_documents(tmp
     model_dir = load_encoder(ModelConfig(random_init=RandomInitConfig(**TINY), special_tokens="exclude",
                                          doc_max_length=16, query_max_length=8)).save_pretrained(tmp_path / "m")
     monkeypatch.setattr(loop, "run_training", lambda cfg, storage_path=None: TrainResult(
-        model_dir=model_dir, phase_dirs=[model_dir], metrics={}, history=[], run_dir=tmp_path / "run"))
+        model_dir=model_dir, phase_dirs=[model_dir], metrics={}, history=[], run_dir=tmp_path / "run",
+        checkpoint_path=None))
     mini = tmp_path / "mini"  # the training collection: 30 SciFact documents, 3 test queries (fast)
     docs = [json.loads(line) for line in (scifact_dir / "corpus.jsonl").read_text().splitlines()[:30]]
     (mini / "qrels").mkdir(parents=True)
