@@ -93,7 +93,7 @@ TINY = {"architecture": "llama", "tokenizer": "shared:models/splade-tiny", "hidd
 
 @pytest.mark.timeout(900)
 def test_transfer_rows_join_the_jobs_table_with_cranfields_skipped_documents(tmp_path, monkeypatch, cranfield_dir,
-                                                                            capsys):
+                                                                            scifact_dir, capsys):
     """eval.transfer (issue 28 item 6): after training, the trained model is evaluated on Cranfield through the same
     pipeline into eval/transfer/cranfield/ with Cranfield's own output vocabulary; the job's metrics.json, metrics.md
     and printed table get its rows (the starting model's too, through the evaluation cache), and Cranfield's two
@@ -114,11 +114,20 @@ def test_transfer_rows_join_the_jobs_table_with_cranfields_skipped_documents(tmp
     model_dir = load_encoder(ModelConfig(random_init=RandomInitConfig(**TINY), special_tokens="exclude",
                                          doc_max_length=16, query_max_length=8)).save_pretrained(tmp_path / "m")
     monkeypatch.setattr(loop, "run_training", lambda cfg, storage_path=None: TrainResult(
-        model_dir=model_dir, phase_dirs=[model_dir], metrics={}, history=[], run_dir=tmp_path / "run"))
+        model_dir=model_dir, phase_dirs=[model_dir], metrics={}, history=[], run_dir=tmp_path / "run",
+        checkpoint_path=None))
+    mini = tmp_path / "mini"  # the training collection: 30 SciFact documents, 3 test queries (fast)
+    docs = [json.loads(line) for line in (scifact_dir / "corpus.jsonl").read_text().splitlines()[:30]]
+    (mini / "qrels").mkdir(parents=True)
+    (mini / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs))
+    (mini / "queries.jsonl").write_text("".join(json.dumps({"_id": f"q{i}", "text": docs[i]["title"]}) + "\n"
+                                                for i in range(3)))
+    (mini / "qrels" / "test.tsv").write_text("query-id\tcorpus-id\tscore\n" + "".join(
+        f"q{i}\t{docs[i]['_id']}\t1\n" for i in range(3)))
     out = tmp_path / "out"
-    sets = [f"out_dir={out}", "name=tiny-transfer", f"model.random_init={json.dumps(TINY)}",
+    sets = [f"out_dir={out}", "name=tiny-transfer", f"data.dataset={mini}", f"model.random_init={json.dumps(TINY)}",
             "model.special_tokens=exclude", "model.doc_max_length=16", "model.query_max_length=8",
-            "data.max_docs=50", "train.tensorboard=false", "train.phases.0.data=title_abstract_pairs",
+            "train.tensorboard=false", "train.phases.0.data=title_abstract_pairs",
             "model.query_top_k=16", "model.doc_top_k=32", "encode.doc_top_k=32",  # a random model is dense
             "encode.backend=local", "eval.top_k=100", "eval.metrics=[nDCG@10,R@100]",
             f"eval.cache_dir={tmp_path / 'cache'}",
@@ -132,7 +141,7 @@ def test_transfer_rows_join_the_jobs_table_with_cranfields_skipped_documents(tmp
 
     rows = json.loads((out / "metrics.json").read_text())
     assert [(r["dataset"], r["retriever"]) for r in rows] == [
-        ("scifact", "random-init llama (zero-shot)"), ("scifact", "tiny-transfer (trained)"),
+        ("mini", "random-init llama (zero-shot)"), ("mini", "tiny-transfer (trained)"),
         ("cranfield", "random-init llama (zero-shot)"), ("cranfield", "tiny-transfer (trained)")]
     assert result["rows"] == rows
     n_queries = len(load_qrels(cranfield_dir, "test"))
@@ -147,7 +156,7 @@ def test_transfer_rows_join_the_jobs_table_with_cranfields_skipped_documents(tmp
     # readers that take the last rows (the compute curve) still get the in-domain ones
     assert ablation.metrics_entries(out / "metrics.json") == rows[:2]
     assert ablation.metrics_entries(out / "metrics.json", transfer=True) == rows
-    assert rows[1]["efficiency"]["encode_docs_skipped"] == 0  # SciFact's first 50 documents are all valid
+    assert rows[1]["efficiency"]["encode_docs_skipped"] == 0  # the training collection has no bad rows
 
     folder = out / "eval" / "transfer" / "cranfield"
     assert json.loads((folder / "metrics.json").read_text()) == {k: v for k, v in rows[3].items() if k != "transfer"}
