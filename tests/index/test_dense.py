@@ -11,7 +11,10 @@ from lexray.index.dense import DenseExactSearcher, FaissSearcher
 def test_blocked_exact_search_equals_brute_force_top_k():
     rng = np.random.default_rng(0)
     docs = rng.standard_normal((1003, 24)).astype(np.float32)
-    docs[17] = docs[5]  # an exact tie: the lower document index ranks first
+    # an exact tie whatever the BLAS summation order (small integers: every product and sum is exact in float32);
+    # the lower document index ranks first
+    docs[5] = rng.integers(-3, 4, 24).astype(np.float32)
+    docs[17] = docs[5]
     q = rng.standard_normal((37, 24)).astype(np.float32)
     q[0] = docs[5]
     s = DenseExactSearcher(docs, [f"d{i}" for i in range(len(docs))], block=100)
