@@ -76,6 +76,15 @@ def rows() -> list[Row]:
     # a diagnostic: the bridge's learning rate (at 1e-3, 30 steps leave W near its initialisation)
     r.append(_train("tiny-slr-lr5e-2", "splade-tiny BERT (dense), SLR, bridge lr 5e-2 (seed 0)", TINY_RECIPE, "slr", 0,
                     *TINY_SETS, "train.phases.0.bridge_lr=5e-2"))
+    # departures from Eq. 8 (docs/lexsembridge.md): SLR through the tied alignment W = A Ê^T on l1-normalised w
+    # (A zero at init; bridge lr 5e-4, chosen with benchmarks/lsb_probe.py), and LLR with l1-normalised w
+    for seed in (0, 1):
+        r.append(_train(f"tiny-slr-tied{'-s1' if seed else ''}",
+                        f"splade-tiny BERT (dense), SLR, tied alignment + l1 w, bridge lr 5e-4 (seed {seed})",
+                        TINY_RECIPE, "slr", seed, *TINY_SETS, "model.dense.bridge_align=tied",
+                        "model.dense.bridge_w_norm=l1", "train.phases.0.bridge_lr=5e-4"))
+    r.append(_train("tiny-llr-l1", "splade-tiny BERT (dense), LLR, l1 w (seed 0)", TINY_RECIPE, "llr", 0,
+                    *TINY_SETS, "model.dense.bridge_w_norm=l1"))
     r += [Row("bm25", "BM25 (Table 4)", "bm25"),
           Row("splade-tiny", "splade-tiny (SPLADE, Table 4)", "sparse", model="shared:models/splade-tiny")]
     for side in ("passage", "both"):
