@@ -6,8 +6,8 @@ plus ``--set``s), the same cosine InfoNCE (:func:`lexray.losses.infonce_loss`, Ï
 negatives file and sampler as :class:`lexray.train.dense.DensePhase`, AdamW with the bridge in its own group
 (weight decay 0, ``bridge_lr``) and a cosine schedule with linear warm-up; then exact cosine search of the task
 folders' queries over their shared corpus, nDCG@1 and nDCG@10 with binary gains (:func:`ndcg`; every SciFact
-and task qrel has score 1). nDCG@1 equals the ablation's; nDCG@10 differs slightly (the ablation encodes documents
-in other batches and searches its top 100).
+and task qrel has score 1). On the no-bridge row nDCG@1 equals the ablation's; nDCG@10 differs by up to 0.01
+(the cause was not looked into).
 
     python benchmarks/lsb_probe.py --tasks outputs/lsb-ablation/tasks --hardneg outputs/lsb-ablation/hardneg.jsonl \
         --set model.dense.bridge=slr --set train.phases.0.bridge_lr=5e-2 --tasks-list query,pop16
