@@ -93,7 +93,7 @@ def main() -> None:
     losses = []
     for step in range(args.steps):
         f = (step + 1) / warm if step < warm else 0.5 * (1 + math.cos(math.pi * (step - warm) / max(1, args.steps - warm)))
-        for g, b in zip(opt.param_groups, base):
+        for g, b in zip(opt.param_groups, base, strict=True):
             g["lr"] = b * f
         epoch, s = sampler.position(step)
         (mb,) = list(sampler.micro_batches(epoch, s, 0))

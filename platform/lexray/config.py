@@ -35,6 +35,7 @@ from lexray.config_methods import (
     HybridConfig,
     Section,
     TeacherConfig,
+    TransferConfig,
     VTAdaptConfig,
     VTConfig,
 )
@@ -325,42 +326,6 @@ class SeismicConfig(Section):
     query_cut: int = 20
     heap_factor: float = 0.8
     threads: int | None = None
-
-
-class TransferConfig(Section):
-    """One collection the training jobs also evaluate the trained model on, after training (``eval.transfer``):
-    out of domain, since the model never trained on it. Same evaluation pipeline as the in-domain row; results in
-    ``<out>/eval/transfer/<name>/``, a row of the job's table and of its ``metrics.json`` (lexray.workflows)."""
-
-    dataset: str = Field(..., description="BEIR folder (corpus.jsonl, queries.jsonl, qrels/<split>.tsv), e.g. "
-                         "shared:datasets/cranfield")
-    name: str | None = Field(None, description="the folder (eval/transfer/<name>) and the row's name; None = the "
-                             "dataset folder's name")
-    split: str = Field("test", description="qrels split evaluated")
-    on_error: Literal["fail", "skip"] = Field("fail", description="bad corpus rows (as data.on_error): Cranfield "
-                                              "has two empty documents and needs skip; skipped rows are counted in "
-                                              "the row's efficiency (encode_docs_skipped)")
-    output_vocab: Literal["model", "collection", "full"] = Field(
-        "collection", description="encode.output_vocab for this collection: collection (default) = the token ids "
-        "of its own corpus, so words absent from the training collection can be terms; model = the checkpoint's "
-        "saved output_ids (the training collection's vocabulary, model.output_vocab); full = all of |V|")
-    max_docs: int | None = Field(None, ge=1, description="only the first N documents (smoke runs); None = all "
-                                 "(data.max_docs does not apply here)")
-    zero_shot: bool = Field(False, description="also evaluate the starting model on this collection, through the "
-                            "evaluation cache (eval.cache), when the job evaluates zero-shot")
-
-    @model_validator(mode="after")
-    def _folder_name(self) -> TransferConfig:
-        import re
-
-        if self.name is not None and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", self.name):
-            raise ValueError(f"name {self.name!r} must be a folder name (letters, digits, '.', '_', '-')")
-        return self
-
-    @property
-    def label(self) -> str:
-        """``name``, else the dataset folder's name (``shared:datasets/cranfield`` -> ``cranfield``)."""
-        return self.name or Path(self.dataset.split(":", 1)[-1].rstrip("/")).name
 
 
 class EvalConfig(Section):
