@@ -32,10 +32,12 @@ def test_training_needs_a_model_and_names_the_key(tmp_path):
     assert not (tmp_path / "out").exists()  # refused before writing anything
 
 
-def test_mining_uses_data_mining_seed_not_train_seed(tmp_path, monkeypatch, scifact_dir):
+@pytest.fixture
+def fake_mining(monkeypatch):
+    """Mining and the BM25 index replaced by recorders: the dict gets the keyword arguments mining was called
+    with."""
     import lexray.data.mining as mining
     import lexray.index.lucene as lucene
-    from lexray.workflows import prepare_hard_negatives
 
     seen = {}
 
@@ -45,53 +47,40 @@ def test_mining_uses_data_mining_seed_not_train_seed(tmp_path, monkeypatch, scif
 
     monkeypatch.setattr(mining, "mine_bm25_negatives", fake_mine)
     monkeypatch.setattr(lucene, "build_bm25_index", lambda *a, **k: None)
+    return seen
+
+
+def test_mining_uses_data_mining_seed_not_train_seed(tmp_path, fake_mining, scifact_dir):
+    from lexray.workflows import prepare_hard_negatives
+
     cfg = LexrayConfig.model_validate({"model": {"name_or_path": "m"}, "data": {"dataset": str(scifact_dir),
                                                                                   "mining_seed": 5},
                                        "train": {"seed": 1}})
     out = prepare_hard_negatives(cfg, tmp_path)
-    assert seen["seed"] == 5
+    assert fake_mining["seed"] == 5
     assert out.train.phases[0].data_path.endswith(".bm25.n15.jsonl")
 
 
-def test_mining_pool_mines_more_negatives_than_a_step_samples(tmp_path, monkeypatch, scifact_dir):
+def test_mining_pool_mines_more_negatives_than_a_step_samples(tmp_path, fake_mining, scifact_dir):
     """data.mining_pool: the file holds the pool, the phase still samples its num_negatives per epoch; a pool
     below a phase's num_negatives is refused, naming the key, before anything is mined."""
-    import pytest
-
-    import lexray.data.mining as mining
-    import lexray.index.lucene as lucene
     from lexray.config import ConfigError
     from lexray.workflows import prepare_hard_negatives
 
-    seen = {}
-
-    def fake_mine(dataset, index_dir, **kw):
-        seen.update(kw)
-        return [], mining.MiningReport(settings={"num_negatives": kw["num_negatives"], "depth": 100})
-
-    monkeypatch.setattr(mining, "mine_bm25_negatives", fake_mine)
-    monkeypatch.setattr(lucene, "build_bm25_index", lambda *a, **k: None)
-
-    def cfg(pool):
+    def cfg(pool, num_negatives=1):
         return LexrayConfig.model_validate({"model": {"name_or_path": "m"},
                                             "data": {"dataset": str(scifact_dir), "mining_pool": pool},
-                                            "train": {"phases": [{"num_negatives": 1}]}})
+                                            "train": {"phases": [{"num_negatives": num_negatives}]}})
 
     out = prepare_hard_negatives(cfg(8), tmp_path)
-    assert seen["num_negatives"] == 8
+    assert fake_mining["num_negatives"] == 8
     assert out.train.phases[0].data_path.endswith(".bm25.n8.jsonl") and out.train.phases[0].num_negatives == 1
-    seen.clear()
+    fake_mining.clear()
     with pytest.raises(ConfigError, match="data.mining_pool"):
-        prepare_hard_negatives(cfg(1).model_copy(update={"train": cfg(1).train.model_copy(update={
-            "phases": [cfg(1).train.phases[0].model_copy(update={"num_negatives": 3})]})}), tmp_path / "b")
-    assert not seen
-
-TINY = {"architecture": "llama", "tokenizer": "shared:models/splade-tiny", "hidden_size": 32,
-        "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2, "max_position_embeddings": 128,
-        "embedding_anisotropy": 0.5}
+        prepare_hard_negatives(cfg(1, num_negatives=3), tmp_path / "b")
+    assert not fake_mining
 
 
-@pytest.mark.timeout(900)
 def test_transfer_rows_join_the_jobs_table_with_cranfields_skipped_documents(tmp_path, monkeypatch, cranfield_dir,
                                                                             scifact_dir, capsys):
     """eval.transfer (issue 28 item 6): after training, the trained model is evaluated on Cranfield through the same
