@@ -81,6 +81,12 @@ def test_mining_pool_mines_more_negatives_than_a_step_samples(tmp_path, fake_min
     assert not fake_mining
 
 
+TINY = {"architecture": "llama", "tokenizer": "shared:models/splade-tiny", "hidden_size": 32,
+        "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2, "max_position_embeddings": 128,
+        "embedding_anisotropy": 0.5}
+
+
+@pytest.mark.timeout(900)
 def test_transfer_rows_join_the_jobs_table_with_cranfields_skipped_documents(tmp_path, monkeypatch, cranfield_dir,
                                                                             scifact_dir, capsys):
     """eval.transfer (issue 28 item 6): after training, the trained model is evaluated on Cranfield through the same
