@@ -145,7 +145,7 @@ def test_transfer_rows_join_the_jobs_table_with_cranfields_skipped_documents(tmp
         assert t["name"] == "cranfield" and t["output_vocab"] == "collection" and t["on_error"] == "skip"
         assert rec["split"] == "test" and rec["n_queries"] == n_queries
         assert t["skipped_docs"] == 2 and rec["efficiency"]["encode_docs_skipped"] == 2
-        assert rec["efficiency"]["encode_docs"] == 998  # 1,000 read, the 2 empty ones skipped
+        assert rec["efficiency"]["encode_docs"] == 1000  # max_docs counts kept documents: the 2 empty ones skipped
         assert all(0.0 <= v <= 1.0 for v in rec["metrics"].values())
     assert "transfer" not in rows[0] and "transfer" not in rows[1]
     # readers that take the last rows (the compute curve) still get the in-domain ones
