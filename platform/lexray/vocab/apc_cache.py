@@ -2,7 +2,7 @@
 
 Why: APC with a probe (``apc.target_rate`` or ``apc.per_term``) runs the unfused backbone over ``probe_docs``
 documents and all of |V| once per *process that builds the encoder*. In the LACONIC default (SmolLM2-135M, 2
-layers, 256 probe documents of 128 tokens, |V| = 49,152) that is about 2.3 TFLOP — 25 s on two cores, 50 s in a
+layers, 256 probe documents of 128 tokens, |V| = 49,152) that is about 2.3 TFLOP — by FLOPs (not timed) ~25 s on two cores, 50 s in a
 one-thread encode actor — and the same numbers are computed again by the training worker, by each encode actor of
 the zero-shot evaluation and by the driver that encodes its queries. With this cache the first process computes
 the bias and every later one (other actors wait on a file lock instead of computing it alongside) loads it, so all
