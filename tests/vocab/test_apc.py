@@ -52,3 +52,33 @@ def test_per_term_apc_on_a_real_model(splade_tiny_dir, scifact_dir):
     assert torch.allclose(m1.mean(0), torch.full((m1.shape[1],), -0.5), atol=1e-3)   # every term centred, then -c
     # the order of documents within a term is unchanged (a per-term constant)
     assert torch.equal(m0.argsort(0)[:, :50], m1.argsort(0)[:, :50])
+
+
+def test_a_saved_calibrated_model_refuses_a_second_apc_and_rescale(splade_tiny_dir, tmp_path):
+    """APC and the MLM-head rescale are recorded in lexray_encoder.json when applied; loading that folder with
+    model.apc (or mlm_head_rescale) again — `lexray evaluate --config <training recipe> --model <trained folder>` —
+    would shift the bias twice without a word, so it is refused naming the key; without them the folder loads
+    with exactly the saved bias."""
+    import json
+
+    import pytest
+
+    from lexray.config import ModelConfig
+    from lexray.models import load_encoder
+    from lexray.recipes import ConfigError
+
+    cfg = ModelConfig(name_or_path=str(splade_tiny_dir), apc=ApcConfig(shift=2.0), mlm_head_rescale=2.0)
+    enc = load_encoder(cfg)
+    assert enc.settings.calibration == {"mlm_head_rescale": 2.0, "apc": {"shift": 2.0, "per_term": False}}
+    enc.save_pretrained(tmp_path / "m")
+    saved = json.loads((tmp_path / "m" / "lexray_encoder.json").read_text())
+    assert saved["calibration"]["apc"] == {"shift": 2.0, "per_term": False}
+    again = cfg.model_copy(update={"name_or_path": str(tmp_path / "m"), "mlm_head_rescale": 1.0})
+    with pytest.raises(ConfigError, match=r"model\.apc: .* already has APC in its weights"):
+        load_encoder(again)
+    with pytest.raises(ConfigError, match=r"model\.mlm_head_rescale: .* already rescaled"):
+        load_encoder(again.model_copy(update={"apc": ApcConfig(), "mlm_head_rescale": 2.0}))
+    plain = load_encoder(again.model_copy(update={"apc": ApcConfig()}))
+    b_saved = enc.backbone.get_output_embeddings().bias.detach()
+    assert torch.equal(plain.backbone.get_output_embeddings().bias.detach(), b_saved)
+    assert plain.settings.calibration == enc.settings.calibration   # carried on through the next save

@@ -329,7 +329,8 @@ def load_encoder(cfg) -> SparseEncoder:
     rate on probe documents).
 
     Raises:
-        lexray.config.ConfigError: ``cfg`` names no model (neither ``name_or_path`` nor ``random_init``)."""
+        lexray.config.ConfigError: ``cfg`` names no model (neither ``name_or_path`` nor ``random_init``); or it
+            asks for APC / the rescale on a folder whose ``lexray_encoder.json`` says they are already applied."""
     cfg.require_source()
     overrides = dict(query_max_length=cfg.query_max_length, doc_max_length=cfg.doc_max_length,
                      query_prefix=cfg.query_prefix, doc_prefix=cfg.doc_prefix,
@@ -360,13 +361,34 @@ def load_encoder(cfg) -> SparseEncoder:
         enc.settings.output_ids = None
     elif cfg.output_vocab:
         enc.settings.output_ids = collection_output_ids(enc, cfg.output_vocab)
+    _refuse_second_calibration(cfg, enc.settings.calibration or {})
     if cfg.mlm_head_rescale != 1.0:
         rescale_mlm_head(enc.backbone, cfg.mlm_head_rescale)
+        enc.settings.record_calibration("mlm_head_rescale", float(cfg.mlm_head_rescale))
     if cfg.apc.enabled:  # VT's Activation Potential Calibration (b <- b - c), after the rescale
         from lexray.vocab.apc import apply_apc
 
         apply_apc(enc, cfg.apc)
     return enc
+
+
+def _refuse_second_calibration(cfg, done: dict) -> None:
+    """A folder that lexray saved after APC or the MLM-head rescale carries them in its weights
+    (``lexray_encoder.json`` ``calibration``): applying ``model.apc`` / ``model.mlm_head_rescale`` again would
+    shift the output bias (or divide W) twice, silently — e.g. ``lexray evaluate --config <training recipe>
+    --model <trained folder>``. Raises :class:`lexray.config.ConfigError` naming the key and the folder."""
+    from lexray.recipes import ConfigError
+
+    fix = ("drop it from the recipe, or --set 'model.apc={}' / --set model.mlm_head_rescale=1.0; the training jobs "
+           "evaluate their trained model this way (lexray.workflows.trained_model_config)")
+    if cfg.apc.enabled and "apc" in done:
+        raise ConfigError(f"model.apc: {cfg.name_or_path} already has APC in its weights (lexray_encoder.json "
+                          f"calibration.apc = {done['apc']}); applying it again would shift the output bias twice: "
+                          f"{fix}")
+    if cfg.mlm_head_rescale != 1.0 and "mlm_head_rescale" in done:
+        raise ConfigError(f"model.mlm_head_rescale: {cfg.name_or_path} is already rescaled (lexray_encoder.json "
+                          f"calibration.mlm_head_rescale = {done['mlm_head_rescale']}); rescaling again would divide "
+                          f"W twice: {fix}")
 
 
 def collection_output_ids(encoder: SparseEncoder, dataset: str, batch_size: int = 512) -> list[int]:

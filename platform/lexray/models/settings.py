@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -43,7 +43,16 @@ class EncoderSettings(BaseModel):
     output_ids: list[int] | None = Field(
         None, description="sorted token ids the head scores (a collection's vocabulary); every other term's "
         "weight is 0. None = all |V|")
+    calibration: dict[str, Any] | None = Field(
+        None, description="what lexray already applied to these weights, so that no later load applies it twice: "
+        "'apc' (VT's Activation Potential Calibration, lexray.vocab.apc: the shift c and per_term) and "
+        "'mlm_head_rescale' (the alpha of W <- W / alpha). None = nothing recorded (also every folder written "
+        "before this field existed)")
     format_version: int = FORMAT_VERSION
+
+    def record_calibration(self, name: str, value: Any) -> None:
+        """Note that ``name`` (``apc`` or ``mlm_head_rescale``) is now part of the weights."""
+        self.calibration = {**(self.calibration or {}), name: value}
 
     def max_length(self, kind: str) -> int:
         return self.query_max_length if kind == "query" else self.doc_max_length
