@@ -1,5 +1,5 @@
 """The LACONIC compute curve (lexray.train.curve, lexray laconic-curve): every cell's command is the main job's
-recipe with the cell's depth, 1:8 step split and seed; the record reads zero-shot and trained metrics and the
+recipe with the cell's depth, 1:3 step split and seed; the record reads zero-shot and trained metrics and the
 phases' wall time; a cached zero-shot evaluation counts as no encode time."""
 
 import json
@@ -16,7 +16,7 @@ def _sets(cmd):
 
 def test_cells_and_parse():
     cells = curve.cells()
-    assert [c.name for c in cells[:2]] == ["L2-S360", "L4-S360"] and len(cells) == 10
+    assert [c.name for c in cells[:2]] == ["L2-S320", "L4-S320"] and len(cells) == 10
     assert curve.parse_cell("L8-S800-seed1") == curve.Cell(8, 800, 1)
     for bad in ("L4", "X4-S200", "L4-S200-s1", "L0-S200"):
         with pytest.raises(ValueError, match="cell"):
@@ -28,10 +28,10 @@ def test_cell_command_is_the_recipe_with_the_cell_applied(tmp_path):
     assert cmd[1].endswith("jobs/train_laconic.py")
     cfg = load_config(curve.RECIPE, _sets(cmd))
     assert cfg.model.num_layers == 4 and cfg.train.seed == 3
-    assert [p.max_steps for p in cfg.train.phases] == [88, 712]
+    assert [p.max_steps for p in cfg.train.phases] == [200, 600]
     assert cfg.out_dir == str(tmp_path / "L4-S800-seed3")
     default = load_config(curve.RECIPE)
-    assert [p.max_steps for p in default.train.phases] == list(curve.Cell(2, 360).phase_steps())
+    assert [p.max_steps for p in default.train.phases] == list(curve.Cell(2, 320).phase_steps())
 
 
 def _entry(ndcg, encode_s):

@@ -1,9 +1,9 @@
 """``lexray laconic-curve``: the LACONIC compute curve on SmolLM2-135M (arXiv:2601.01684; issue 28) — the main job's
 recipe rerun over kept layers × training steps, one plain command per cell (:mod:`lexray.train.curve`).
 
-    lexray laconic-curve                          # 2,4,8,16,30 layers x 360,1440 steps -> outputs/laconic-curve/
-    lexray laconic-curve --cells L2-S360,L4-S360  # chosen cells, in the order given
-    lexray laconic-curve --cells L2-S360 --seeds 0,1   # the seed spread of a cell
+    lexray laconic-curve                          # 2,4,8,16,30 layers x 320,1280 steps -> outputs/laconic-curve/
+    lexray laconic-curve --cells L2-S320,L4-S320  # chosen cells, in the order given
+    lexray laconic-curve --cells L2-S320 --seeds 0,1   # the seed spread of a cell
     lexray laconic-curve --dry-run                # print each cell's command, run nothing
 
 Cells already done (``<out>/<cell>/row.json``) are skipped; ``--force`` reruns them. The table goes to

@@ -8,7 +8,7 @@ Why depth is the axis: per token one SmolLM2 layer costs 2 × 3.54M = 7.1 MFLOP 
 head restricted to SciFact's output vocabulary, so 8 layers cost about 2× the 2-layer model, not 4×, and all 30
 about 6×; and a truncated stack feeds the LM head features it was never trained on.
 
-A cell's steps are split 1:8 between the two phases as in the recipe (360 = 40 + 320, 1,440 = 160 + 1,280). Each cell
+A cell's steps are split 1:3 between the two phases as in the recipe (320 = 80 + 240, 1,280 = 320 + 960). Each cell
 records zero-shot and trained SciFact test metrics, query and document terms, and where the wall time went: the
 zero-shot encode (0 when the evaluation cache answered), phase 1 and phase 2 (from the training log's wall clock)
 and the trained model's encode.
@@ -27,7 +27,7 @@ from lexray.paths import REPO_ROOT
 TRAIN_JOB = REPO_ROOT / "jobs" / "train_laconic.py"
 RECIPE = REPO_ROOT / "jobs" / "configs" / "laconic-smollm2-cpu.yaml"
 LAYERS = (2, 4, 8, 16, 30)
-STEPS = (360, 1440)
+STEPS = (320, 1280)
 
 
 @dataclass(frozen=True)
@@ -44,8 +44,8 @@ class Cell:
         return f"L{self.layers}-S{self.steps}" + (f"-seed{self.seed}" if self.seed is not None else "")
 
     def phase_steps(self) -> tuple[int, int]:
-        """The recipe's 1:8 split between pre-finetuning and finetuning (40 + 320)."""
-        first = self.steps // 9
+        """The recipe's 1:3 split between pre-finetuning and finetuning (80 + 240)."""
+        first = self.steps // 4
         return first, self.steps - first
 
 
