@@ -12,7 +12,7 @@ import pytest
 
 pytestmark = pytest.mark.cluster
 
-DOCS = 120  # 12 shards: the node is lost after 3
+DOCS = 240
 ROWS = 10
 
 

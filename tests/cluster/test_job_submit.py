@@ -28,7 +28,7 @@ from lexray.paths import REPO_ROOT
 
 pytestmark = pytest.mark.cluster
 
-DOCS = 100  # 10 shards: stopped after 2, 8 left for the rerun
+DOCS = 200
 ROWS = 10
 
 
