@@ -19,11 +19,6 @@ import time
 
 import pytest
 
-# tests/conftest.py shortens Ray Train's controller poll to 0.5 s for the few-step fits of the main call. The
-# multi-node fault tests kill workers on 1-CPU nodes: with the short poll a loaded worker missed health checks
-# and the retried-trial test failed (2026-11-26), so these keep Ray's default (2 s).
-os.environ.pop("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", None)
-
 NODE_CPUS = 1
 NODES = ("node_a", "node_b")
 
@@ -56,6 +51,18 @@ class LocalCluster:
 
     def node_ids(self) -> dict[str, str]:
         return {n.node_id: name for name, n in self.nodes.items()}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _ray_train_default_poll():
+    """tests/conftest.py shortens Ray Train's controller poll to 0.5 s for the few-step fits of the main call. The
+    multi-node fault tests kill workers on 1-CPU nodes: with the short poll the retried-trial test failed once
+    ("A worker health check failed", 2026-11-26), so these tests (only: an autouse fixture of this folder, so the
+    main call, which deselects them, keeps its setting) run with Ray's default (2 s)."""
+    saved = os.environ.pop("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", None)
+    yield
+    if saved is not None:
+        os.environ["RAY_TRAIN_HEALTH_CHECK_INTERVAL_S"] = saved
 
 
 @pytest.fixture(scope="session")
