@@ -73,20 +73,6 @@ def _load_cells(path: Path) -> tuple[list[str], list[dict]]:
 
 
 @torch.no_grad()
-def _encode(enc, texts: list[str], kind: str, device: torch.device, batch_size: int) -> torch.Tensor:
-    """(N, |V|) float32 representations on ``device``, in input order (length-sorted batches)."""
-    order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
-    out = torch.zeros(len(texts), enc.vocab_size, device=device)
-    enc.eval()
-    for s in range(0, len(texts), batch_size):
-        idx = order[s:s + batch_size]
-        batch = enc.tokenize([texts[i] for i in idx], kind)
-        reps = enc(**{k: v.to(device) for k, v in batch.items()}, kind=kind)
-        out[torch.as_tensor(idx, device=device)] = reps.float()
-    return out
-
-
-@torch.no_grad()
 def evaluate_encoder(enc, dataset: str, split: str, device: torch.device, on_error: str = "fail",
                      top_k: int = 1000, batch_size: int = 64, max_docs: int | None = None) -> dict:
     """Exact retrieval of ``dataset``'s ``split`` queries with ``enc`` on ``device``; metrics and term counts."""
@@ -98,9 +84,9 @@ def evaluate_encoder(enc, dataset: str, split: str, device: torch.device, on_err
     qrels = load_qrels(dataset, split, on_error=on_error)
     queries = load_queries(dataset, split, on_error=on_error)
     qids = [q for q in qrels if q in queries]
-    enc.to(device)
-    d = _encode(enc, [t for _, t in docs], "document", device, batch_size)
-    q = _encode(enc, [queries[x] for x in qids], "query", device, batch_size)
+    # (N, |V|) float32 (SparseEncoder.encode: length-sorted batches on ``device``, results on CPU), then on device
+    d = enc.encode([t for _, t in docs], "document", batch_size, device=device).to(device)
+    q = enc.encode([queries[x] for x in qids], "query", batch_size, device=device).to(device)
     scores = q @ d.T
     k = min(top_k, d.shape[0])
     vals, idx = torch.topk(scores, k, dim=1)
@@ -145,7 +131,9 @@ def run_cell(cell: dict, base_config: str, hardneg: str | None, out_root: Path, 
     enc = SparseEncoder.from_pretrained(state.model_dir)
     row["test"] = evaluate_encoder(enc, cfg.data.dataset, cfg.data.split, device, max_docs=max_docs)
     if cell.get("transfer"):
-        for t in cfg.eval.transfer:
+        model_ids = enc.settings.output_ids
+        for t in cfg.eval.transfer:  # each row from the trained model's own output vocabulary
+            enc.settings.output_ids = model_ids
             if t.output_vocab == "full":
                 enc.settings.output_ids = None
             elif t.output_vocab == "collection":

@@ -14,8 +14,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 # Ray Train V2's controller drains a worker's report queue (size 1) once per poll, at least 2.0 s apart by default,
 # so each checkpoint report of a 4-step test fit waited up to 2 s (docs/bugs-and-fixes.md, 2026-11-23). Polls
-# every 0.5 s: the same reports, less waiting. Inherited by every Ray the tests start (the shared session, the
-# cluster's nodes, the jobs run as subprocesses), whose raylets pass the driver's environment to the controller.
+# every 0.5 s: the same reports, less waiting. Inherited by every Ray the main call starts (the shared session, the
+# jobs run as subprocesses), whose raylets pass the driver's environment to the controller; the multi-node tests
+# keep Ray's default (tests/cluster/conftest.py says why).
 os.environ.setdefault("RAY_TRAIN_HEALTH_CHECK_INTERVAL_S", "0.5")
 # One intra-op torch thread in the test process and the jobs it starts (read when torch is first imported; Ray
 # Train workers and encoder actors set their own count from the CPUs they reserve). On this 2-core machine the

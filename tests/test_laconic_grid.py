@@ -53,22 +53,18 @@ def test_bad_grid_files_are_refused_naming_the_file(tmp_path: Path) -> None:
         laconic_grid._load_cells(bad)
 
 
-class _BagOfWords(torch.nn.Module):
-    """A stand-in encoder: the representation is the count of each word id (so scores are hand-checkable)."""
+class _BagOfWords:
+    """A stand-in encoder: the representation is the count of each word (so scores are hand-checkable)."""
 
     vocab = {"fever": 0, "virus": 1, "heart": 2, "lung": 3}
-    vocab_size = 4
 
-    def tokenize(self, texts, kind):
-        ids = torch.zeros(len(texts), 4)
+    def encode(self, texts, kind, batch_size, device=None):
+        reps = torch.zeros(len(texts), 4)
         for i, t in enumerate(texts):
             for w in t.lower().split():
                 if w in self.vocab:
-                    ids[i, self.vocab[w]] += 1
-        return {"counts": ids}
-
-    def forward(self, counts, kind):
-        return counts
+                    reps[i, self.vocab[w]] += 1
+        return reps
 
 
 def test_exact_retrieval_ranks_by_dot_product_and_scores_with_pytrec_eval(tmp_path: Path) -> None:

@@ -357,11 +357,11 @@ def load_encoder(cfg) -> SparseEncoder:
         enc = SparseEncoder.from_pretrained(cfg.name_or_path, kind=cfg.kind, dtype=cfg.dtype,
                                             trust_remote_code=cfg.trust_remote_code, num_layers=cfg.num_layers,
                                             **overrides)
+    _refuse_second_calibration(cfg, enc.settings.calibration or {})  # before the corpus pass below
     if cfg.output_vocab == "full":
         enc.settings.output_ids = None
     elif cfg.output_vocab:
         enc.settings.output_ids = collection_output_ids(enc, cfg.output_vocab)
-    _refuse_second_calibration(cfg, enc.settings.calibration or {})
     if cfg.mlm_head_rescale != 1.0:
         rescale_mlm_head(enc.backbone, cfg.mlm_head_rescale)
         enc.settings.record_calibration("mlm_head_rescale", float(cfg.mlm_head_rescale))

@@ -119,24 +119,26 @@ def apply_apc(encoder, apc, texts: list[str] | None = None, cache: bool = True) 
     """
     if not apc.enabled:
         return {}
-    if apc.target_rate is None and texts is None and not apc.per_term:
-        shift_bias(encoder.backbone, apc.shift)
-        out = {"shift": apc.shift, "rate_before": None, "rate_after": None, "probe_docs": 0, "per_term": False}
-    else:
-        if texts is None:
-            texts = probe_texts(apc.probe_dataset, apc.probe_docs)
-        bias = ensure_output_bias(encoder.backbone)
-        if not cache:
-            out = _probe_apc(encoder, apc, texts, bias)
-        else:
-            from lexray.vocab.apc_cache import apc_key, cached_apc
-
-            out = cached_apc(apc_key(encoder, apc, texts, apc.probe_max_length), bias,
-                             lambda: _probe_apc(encoder, apc, texts, bias))
+    out = _apply(encoder, apc, texts, cache)
     settings = getattr(encoder, "settings", None)
     if settings is not None:  # saved with the model: lexray.models.encoder.load_encoder refuses a second APC
         settings.record_calibration("apc", {"shift": float(out["shift"]), "per_term": bool(out["per_term"])})
     return out
+
+
+def _apply(encoder, apc, texts: list[str] | None, cache: bool) -> dict:
+    if apc.target_rate is None and texts is None and not apc.per_term:
+        shift_bias(encoder.backbone, apc.shift)
+        return {"shift": apc.shift, "rate_before": None, "rate_after": None, "probe_docs": 0, "per_term": False}
+    if texts is None:
+        texts = probe_texts(apc.probe_dataset, apc.probe_docs)
+    bias = ensure_output_bias(encoder.backbone)
+    if not cache:
+        return _probe_apc(encoder, apc, texts, bias)
+    from lexray.vocab.apc_cache import apc_key, cached_apc
+
+    return cached_apc(apc_key(encoder, apc, texts, apc.probe_max_length), bias,
+                      lambda: _probe_apc(encoder, apc, texts, bias))
 
 
 def _probe_apc(encoder, apc, texts: list[str], bias: torch.Tensor) -> dict:
