@@ -88,12 +88,12 @@ def test_exact_retrieval_ranks_by_dot_product_and_scores_with_pytrec_eval(tmp_pa
 
 
 def test_the_long_recipe_is_the_grid_cell_it_publishes() -> None:
-    """jobs/configs/laconic-smollm2-cpu-long.yaml cites the L2-S1440 cell's score (docs/recipes.md): it must stay
+    """jobs/configs/laconic-smollm2-cpu-long.yaml cites the D-S1440 cell's score (docs/recipes.md): it must stay
     that cell's config, key for key (only the run's name differs)."""
     from lexray.config import load_config
 
-    base, cells = laconic_grid._load_cells(REPO / "benchmarks/grids/laconic-2026-11-26.yaml")
-    cell = next(c for c in cells if c["name"] == "L2-S1440")
+    base, cells = laconic_grid._load_cells(REPO / "benchmarks/grids/laconic-long-2026-11-26.yaml")
+    cell = next(c for c in cells if c["name"] == "D-S1440")
     grid = load_config(str(REPO / "jobs/configs/laconic-smollm2-cpu.yaml"), overrides=[*base, *cell["set"]])
     long = load_config(str(REPO / "jobs/configs/laconic-smollm2-cpu-long.yaml"))
     assert long.model_dump(exclude={"name"}) == grid.model_dump(exclude={"name"})
