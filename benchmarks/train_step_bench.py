@@ -9,30 +9,34 @@ clipping, tokenizing every step:
 * lexray — ``run_training`` on a Ray Train ``TorchTrainer`` with one worker holding the same CPUs (ddp strategy),
   ``log_every: 1`` (the most frequent logging).
 
-Design (issue 28 item 7: the answer must not depend on when the VM happens to be fast or slow):
+Design (issue 28 item 7: the answer must not depend on when the VM happens to be fast or slow). The VM's speed
+moves by 14-22 % between 10-step windows of one process, about 6 seconds each (measured 2026-11-26), so any two
+measurements taken at different moments differ by that much, whatever else is done. Hence the default mode,
+``--mode interleaved``: the two sides run *at the same time*, as two resident processes taking turns:
 
-* Every measurement ("bracket") runs in its own fresh Python process, so no bracket shares the CPU with an
-  earlier one's Ray (``run_training`` leaves a local Ray running in its process: raylet, GCS, dashboard, idle
-  workers, about 7 % of one core here; the plain loop after it read 10-22 % slower in the first version of this
-  bench) and allocator state and thread pools start fresh. After each bracket the bench waits until no Ray process
-  that it started is left (they carry an environment tag; ``ray_processes_left_after_brackets`` lists any).
-* Order: ``--warmup-brackets`` untimed plain brackets (the first process after other work loads cold: it read
-  1.25x slower once), then plain, Ray, plain, Ray, ..., plain: ``--brackets`` Ray brackets, each between two plain
-  ones. Brackets are short (``--steps`` 15, the first ``--warmup`` 5 excluded), so that neighbours are close
-  in time.
-* Paired ratios: each Ray bracket's mean step against the plain baseline *at its time*, interpolated linearly
-  between its two neighbouring plain brackets at the midpoints of their timed windows. A VM whose speed drifts
-  linearly over the ~1 minute of a triple cancels exactly; a slower or faster stretch touches one or two pairs.
-* The reported figure, ``ratio``, is the median of the paired ratios (robust to one disturbed pair);
-  ``ratio_spread`` is max / min of the paired ratios. Goal: ``ratio`` <= 1.10.
-* Baseline agreement: for each pair, after / before = the plain bracket after the Ray bracket over the one
-  before it. ``baseline_agreement`` is the median over pairs of max(before, after) / min(before, after) (how far
-  apart the two baselines of a Ray bracket typically are; goal <= 1.05); ``baseline_after_over_before_median``
-  keeps the sign (> 1: the plain loop runs slower after a Ray run than before it, the issue's symptom);
-  ``baseline_halves`` is the median plain bracket of the second half over the first (slow drift across the run);
-  ``baseline_spread`` is max / min over all plain brackets (what the previous version reported).
-* ``meets_goal`` is both: ``ratio`` <= 1.10 and ``baseline_agreement`` <= 1.05. The JSON records every bracket
-  (its steady-state step times, timed window and the load average after it), every pair and these summaries.
+* the Ray side (one ``run_training`` of ``--steps`` steps, 130 by default) starts first and takes ``--warmup``
+  steps alone; then it is frozen with SIGSTOP — its driver and every Ray process it started (GCS, raylet,
+  dashboard, agents, the Train controller and worker), found by an environment tag — and the plain side starts
+  and takes its own ``--warmup`` steps;
+* from then on the controller switches every ``--window-s`` seconds (6): SIGSTOP one side, SIGCONT the other,
+  until the Ray run ends. The side on turn has the machine to itself, Ray's background processes included when
+  it is the Ray side's turn, and none of them when it is the plain side's;
+* a step counts only if it lies inside one turn of its own side (the step under way at a switch is cut by the
+  other side's turn and dropped); each Ray turn is paired with the plain turns just before and after it, and
+  its ratio is its mean step over the mean of theirs. Neighbouring turns are seconds apart, so the VM's slow
+  drift cancels; its fast noise averages out over the pairs;
+* ``ratio`` is the median of the paired ratios (goal <= 1.10); ``baseline_after_over_before_median`` the median of
+  plain-after / plain-before over the same pairs (> 1: the plain loop runs slower right after a Ray turn, the
+  issue's symptom), and ``baseline_agreement`` = max(m, 1/m) of that median (goal <= 1.05). ``ratio_of_means``,
+  ``baseline_halves`` (second half's plain turns over the first half's) and ``baseline_spread`` (max / min plain
+  turn) are reported beside them. ``meets_goal`` is both goals. The JSON keeps the raw record: the Ray run's
+  logged step ends, the plain side's step (start, end) pairs and the switch times.
+
+``--mode brackets`` keeps the previous design: every measurement ("bracket") in a fresh process, plain, Ray,
+plain, ..., plain (``--brackets`` Ray brackets of ``--steps`` 15, the first ``--warmup`` 5 excluded), each Ray
+bracket against the plain baseline interpolated between its two neighbours; ``ratio`` the median of the paired
+ratios, ``baseline_agreement`` the median over pairs of max / min of the two plain brackets. Its three quiet runs
+of 2026-11-26 (ratios 1.00, 1.24, 1.25) are in docs/training.md.
 
 Steady state: lexray's step time is the wall-clock time between logged steps (so it includes the logging and any
 report barrier), the baseline's the loop-iteration time. The bench refuses to start while another Ray runs on the
@@ -74,9 +78,10 @@ def make_cfg(args, workers: int = 1):
                               "flops": {"lambda_q": 1e-4, "lambda_d": 1e-4}}]}})
 
 
-def plain_loop(args) -> tuple[list[float], list[float]]:
+def plain_loop(args, live: str | None = None) -> tuple[list[float], list[float]]:
     """The baseline: same encoder, data order, objective and optimizer, no Ray, no strategy wrapper. Returns each
-    step's duration (s) and its end on the wall clock (``time.time()``, as lexray's ``wall_time``)."""
+    step's duration (s) and its end on the wall clock (``time.time()``, as lexray's ``wall_time``). With ``live``,
+    also appends ``start end`` (wall clock) of every step to that file as it ends (the interleaved mode reads it)."""
     import torch
     from transformers import get_cosine_schedule_with_warmup
 
@@ -96,7 +101,9 @@ def plain_loop(args) -> tuple[list[float], list[float]]:
     sched = get_cosine_schedule_with_warmup(opt, 1, args.steps)
     enc.train()
     times, walls = [], []
+    sink = open(live, "a", buffering=1) if live else None  # noqa: SIM115 - closed with the process
     for step in range(args.steps):
+        w0 = time.time()
         t0 = time.perf_counter()
         epoch, s = sampler.position(step)
         ex = [data.example(int(i), epoch) for i in sampler.micro_batches(epoch, s, 0)[0]]
@@ -111,6 +118,8 @@ def plain_loop(args) -> tuple[list[float], list[float]]:
         opt.zero_grad(set_to_none=True)
         times.append(time.perf_counter() - t0)
         walls.append(time.time())
+        if sink:
+            sink.write(f"{w0!r} {walls[-1]!r}\n")
     return times, walls
 
 
@@ -168,6 +177,9 @@ def run_bracket(kind: str, argv: list[str], tag: str) -> dict:
 def bracket_main(args) -> None:
     """Inside a bracket's process: run one side, keep the steps after ``--warmup``, write them as JSON."""
     worker = None
+    if args.bracket == "plain" and args.live:  # interleaved mode: runs until the controller ends it
+        plain_loop(args, live=args.live)
+        return
     if args.bracket == "plain":
         times, walls = plain_loop(args)
     else:
@@ -180,9 +192,10 @@ def bracket_main(args) -> None:
     w = args.warmup
     if len(walls) <= w:
         raise SystemExit(f"{len(walls)} logged steps: --steps must exceed --warmup ({w})")
-    rec = {"step_s": times[w:], "t_start": walls[w - 1], "t_end": walls[-1]}
+    rec = {"step_s": times[w:], "t_start": walls[w - 1], "t_end": walls[-1], "walls": walls}
     if worker is not None:  # the step as the worker times it (without logging between steps), for reference
         rec["worker_step_s"] = worker[w:]
+        rec["worker_step_s_all"] = worker
     Path(args.bracket_out).write_text(json.dumps(rec))
 
 
@@ -234,6 +247,206 @@ def summarise(brackets: list[dict], goal_ratio: float = 1.10, goal_agreement: fl
     }
 
 
+# ---- interleaved mode (the default): one resident plain process and one resident Ray run taking turns ----------
+
+def _signal_all(procs: list, sig: int) -> None:
+    import psutil
+
+    for p in procs:
+        try:
+            p.send_signal(sig)
+        except psutil.Error:
+            pass
+
+
+def _tagged(tag: str, extra_pids: tuple[int, ...] = ()) -> list:
+    """psutil processes carrying ``tag`` in their environment (a side's driver and every Ray process it started),
+    plus ``extra_pids``."""
+    import psutil
+
+    out = {}
+    for p in psutil.process_iter():
+        try:
+            if p.pid in extra_pids or p.environ().get(TAG_ENV) == tag:
+                out[p.pid] = p
+        except psutil.Error:
+            continue
+    return list(out.values())
+
+
+def _read_live(path: Path) -> list[tuple[float, float]]:
+    if not path.exists():
+        return []
+    rows = []
+    for line in path.read_text().splitlines():
+        parts = line.split()
+        if len(parts) == 2:
+            rows.append((float(parts[0]), float(parts[1])))
+    return rows
+
+
+def run_interleaved(args, argv: list[str], tag: str) -> dict:
+    """Run the Ray side and the plain side as two resident processes that take turns of ``--window-s`` seconds,
+    the side not on turn frozen with SIGSTOP (the Ray side: its driver and every Ray process it started: GCS,
+    raylet, dashboard, agents, Train controller and worker). Returns the raw record: the Ray run's logged step
+    ends, the plain side's step (start, end) pairs and the switch times."""
+    import signal
+    import threading
+
+    ray_tag, plain_tag = f"{tag}-ray", f"{tag}-plain"
+    with tempfile.TemporaryDirectory() as tmp:
+        ray_out, live = Path(tmp) / "ray.json", Path(tmp) / "plain.live"
+        ray_steps = args.steps
+        ray_cmd = [sys.executable, str(Path(__file__).resolve()), "--bracket", "ray", "--bracket-out", str(ray_out),
+                   *_with(argv, "--steps", str(ray_steps))]
+        plain_cmd = [sys.executable, str(Path(__file__).resolve()), "--bracket", "plain", "--live", str(live),
+                     *_with(argv, "--steps", str(100 * ray_steps))]
+        t_run = time.time()
+        ray_p = subprocess.Popen(ray_cmd, env={**os.environ, TAG_ENV: ray_tag}, stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True)
+        progress = {"step": 0}
+        log_tail: list[str] = []
+
+        def pump():
+            for line in ray_p.stdout:
+                log_tail.append(line)
+                del log_tail[:-50]
+                if " bench step " in line:
+                    try:
+                        progress["step"] = int(line.split(" bench step ", 1)[1].split("/", 1)[0])
+                    except ValueError:
+                        pass
+
+        threading.Thread(target=pump, daemon=True).start()
+        plain_p = None
+        switches: list[tuple[float, str]] = []  # (wall time, side that runs from then on)
+        try:
+            deadline = time.time() + args.start_timeout_s
+            while progress["step"] < args.warmup and ray_p.poll() is None and time.time() < deadline:
+                time.sleep(0.2)
+            if progress["step"] < args.warmup:
+                raise SystemExit(f"the Ray side did not reach step {args.warmup} "
+                                 f"(exit {ray_p.poll()}):\n{''.join(log_tail[-20:])}")
+            ray_group = _tagged(ray_tag, (ray_p.pid,))
+            _signal_all(ray_group, signal.SIGSTOP)
+            switches.append((time.time(), "plain"))
+            plain_p = subprocess.Popen(plain_cmd, env={**os.environ, TAG_ENV: plain_tag},
+                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            deadline = time.time() + args.start_timeout_s
+            while len(_read_live(live)) < args.warmup and plain_p.poll() is None and time.time() < deadline:
+                time.sleep(0.2)
+            if len(_read_live(live)) < args.warmup:
+                raise SystemExit(f"the plain side did not reach step {args.warmup} (exit {plain_p.poll()})")
+            on = "plain"
+            t_next = time.time() + args.window_s
+            while ray_p.poll() is None:
+                time.sleep(max(0.0, t_next - time.time()))
+                t_next += args.window_s
+                if ray_p.poll() is not None:
+                    break
+                if on == "plain":
+                    plain_p.send_signal(signal.SIGSTOP)
+                    _signal_all(ray_group, signal.SIGCONT)
+                    on = "ray"
+                else:
+                    ray_group = _tagged(ray_tag, (ray_p.pid,))  # Ray may have started a process meanwhile
+                    _signal_all(ray_group, signal.SIGSTOP)
+                    plain_p.send_signal(signal.SIGCONT)
+                    on = "plain"
+                switches.append((time.time(), on))
+            switches.append((time.time(), "end"))
+            if ray_p.wait() != 0:
+                raise SystemExit(f"the Ray side failed (exit {ray_p.returncode}):\n{''.join(log_tail[-20:])}")
+            ray_rec = json.loads(ray_out.read_text())
+        finally:
+            for proc in (plain_p, ray_p):
+                if proc is not None and proc.poll() is None:
+                    proc.send_signal(signal.SIGCONT)
+                    proc.kill()
+                    proc.wait()
+            _signal_all(_tagged(ray_tag), signal.SIGCONT)
+        plain_steps = _read_live(live)
+    return {"ray_walls": ray_rec["walls"], "ray_worker_step_s": ray_rec.get("worker_step_s_all", []),
+            "plain_steps": plain_steps, "switches": switches, "t_run_start": t_run}
+
+
+def _with(argv: list[str], key: str, value: str) -> list[str]:
+    """``argv`` with ``key``'s value replaced."""
+    out = list(argv)
+    out[out.index(key) + 1] = value
+    return out
+
+
+def summarise_turns(ray_walls: list[float], plain_steps: list[tuple[float, float]],
+                    switches: list[tuple[float, str]], goal_ratio: float = 1.10,
+                    goal_agreement: float = 1.05) -> dict:
+    """The interleaved mode's figures.
+
+    ``switches``: ``(wall time, side running from then on)`` in order, the last ``(t, "end")``. A turn is the
+    time between two switches. A step counts only if it lies inside one turn of its own side (a step cut by a
+    switch contains the other side's turn and is dropped; Ray step k spans ``ray_walls[k-1]`` to
+    ``ray_walls[k]``, so the first logged step is never counted). Each Ray turn with at least 2 steps is paired
+    with the plain turns just before and after it (each with at least 2 steps): its ratio is its mean step over
+    the mean of theirs. ``ratio`` is the median of the paired ratios; ``baseline_after_over_before_median`` the
+    median of after / before over the same pairs (> 1: the plain loop runs slower right after a Ray turn), and
+    ``baseline_agreement`` = max(m, 1/m) of that median m. ``ratio_of_means`` is all counted Ray steps' mean
+    over all counted plain steps' mean.
+    """
+    if len(switches) < 4 or switches[-1][1] != "end":
+        raise ValueError("need at least three turns and a final 'end' switch")
+    turns = [(a[0], b[0], a[1]) for a, b in zip(switches, switches[1:], strict=False)]
+
+    def turn_of(start: float, end: float, side: str) -> int | None:
+        for i, (t0, t1, who) in enumerate(turns):
+            if who == side and t0 <= start and end <= t1:
+                return i
+        return None
+
+    per_turn: dict[int, list[float]] = {}
+    for k in range(1, len(ray_walls)):
+        i = turn_of(ray_walls[k - 1], ray_walls[k], "ray")
+        if i is not None:
+            per_turn.setdefault(i, []).append(ray_walls[k] - ray_walls[k - 1])
+    for start, end in plain_steps:
+        i = turn_of(start, end, "plain")
+        if i is not None:
+            per_turn.setdefault(i, []).append(end - start)
+    means = {i: statistics.mean(v) for i, v in per_turn.items() if len(v) >= 2}
+    pairs = []
+    for i, (_, _, who) in enumerate(turns):
+        if who != "ray" or i not in means or (i - 1) not in means or (i + 1) not in means:
+            continue
+        pb, pr, pa = means[i - 1], means[i], means[i + 1]
+        pairs.append({"ray_turn": i, "plain_before_s": pb, "ray_s": pr, "plain_after_s": pa,
+                      "ratio": pr / ((pb + pa) / 2), "after_over_before": pa / pb,
+                      "ray_steps": len(per_turn[i])})
+    if not pairs:
+        raise ValueError("no Ray turn with counted steps between two plain turns with counted steps: "
+                         "lengthen --window-s or --steps")
+    ratios = [p["ratio"] for p in pairs]
+    ray_all = [x for i, v in per_turn.items() if turns[i][2] == "ray" for x in v]
+    plain_all = [x for i, v in per_turn.items() if turns[i][2] == "plain" for x in v]
+    plain_turns = [means[i] for i in sorted(means) if turns[i][2] == "plain"]
+    half = len(plain_turns) // 2
+    m = statistics.median(p["after_over_before"] for p in pairs)
+    ratio = statistics.median(ratios)
+    agreement = max(m, 1 / m)
+    return {
+        "pairs": pairs, "paired_ratios": ratios, "ratio": ratio, "ratio_min": min(ratios), "ratio_max": max(ratios),
+        "ratio_spread": max(ratios) / min(ratios),
+        "ratio_of_means": statistics.mean(ray_all) / statistics.mean(plain_all),
+        "ray_steps_counted": len(ray_all), "plain_steps_counted": len(plain_all),
+        "ray_step_mean_s": statistics.mean(ray_all), "plain_step_mean_s": statistics.mean(plain_all),
+        "turns": len(turns), "baseline_after_over_before_median": m, "baseline_agreement": agreement,
+        "baseline_halves": (statistics.median(plain_turns[-half:]) / statistics.median(plain_turns[:half]))
+        if half else 1.0,
+        "baseline_spread": max(plain_turns) / min(plain_turns),
+        "goal_ratio": goal_ratio, "goal_baseline_agreement": goal_agreement,
+        "meets_ratio_goal": ratio <= goal_ratio, "meets_baseline_goal": agreement <= goal_agreement,
+        "meets_goal": ratio <= goal_ratio and agreement <= goal_agreement,
+    }
+
+
 def main() -> None:
     from lexray.paths import shared_path
 
@@ -242,7 +455,13 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--qlen", type=int, default=32)
     ap.add_argument("--dlen", type=int, default=128)
-    ap.add_argument("--steps", type=int, default=15, help="steps per bracket")
+    ap.add_argument("--mode", choices=["interleaved", "brackets"], default="interleaved",
+                    help="interleaved (default): one resident plain process and one resident Ray run taking turns "
+                    "of --window-s seconds; brackets: fresh processes, plain, Ray, plain, ... (the previous design)")
+    ap.add_argument("--steps", type=int, default=None,
+                    help="Ray steps (interleaved, default 130) or steps per bracket (brackets, default 15)")
+    ap.add_argument("--window-s", type=float, default=6.0, help="interleaved: seconds per turn")
+    ap.add_argument("--start-timeout-s", type=float, default=300.0, help=argparse.SUPPRESS)
     ap.add_argument("--warmup", type=int, default=5, help="first steps of each bracket excluded")
     ap.add_argument("--cpus", type=float, default=2.0)
     ap.add_argument("--brackets", type=int, default=5, help="Ray brackets (pairs); plain brackets = brackets + 1, "
@@ -255,8 +474,11 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("outputs/benchmarks/train_step.json"))
     ap.add_argument("--bracket", choices=["plain", "ray"], help=argparse.SUPPRESS)
     ap.add_argument("--bracket-out", help=argparse.SUPPRESS)
+    ap.add_argument("--live", help=argparse.SUPPRESS)
     args = ap.parse_args()
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if args.steps is None:
+        args.steps = 130 if args.mode == "interleaved" else 15
     if args.bracket:
         bracket_main(args)
         return
@@ -271,6 +493,25 @@ def main() -> None:
     tag = f"{os.getpid()}-{time.time_ns()}"
     t_run = time.monotonic()
     load_start = os.getloadavg()[0]
+    if args.mode == "interleaved":
+        raw = run_interleaved(args, argv, tag)
+        summary = summarise_turns(raw["ray_walls"], raw["plain_steps"], raw["switches"])
+        out = {"benchmark": "train_step", "mode": "interleaved", "model": args.model, "global_batch": args.batch,
+               "query_len": args.qlen, "doc_len": args.dlen, "ray_steps": args.steps, "window_s": args.window_s,
+               "warmup_steps": args.warmup, "machine": f"{platform.machine()} {os.cpu_count()} cpus",
+               "other_ray_processes_at_start": len(other), "load_average_1m_at_start": load_start,
+               "load_average_1m_at_end": os.getloadavg()[0], "wall_s": time.monotonic() - t_run,
+               "ray_processes_left": wait_no_ray(tag + "-ray"), **summary, "raw": raw}
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(out, indent=2) + "\n")
+        print(json.dumps({k: v for k, v in out.items() if k not in ("raw", "pairs")}, indent=2))
+        for p in summary["pairs"]:
+            print(f"Ray turn {p['ray_turn']}: plain {p['plain_before_s']:.3f} / ray {p['ray_s']:.3f} "
+                  f"({p['ray_steps']} steps) / plain {p['plain_after_s']:.3f} s -> ratio {p['ratio']:.3f}")
+        print(f"ratio (median of {len(summary['paired_ratios'])} paired turns) {summary['ratio']:.3f} "
+              f"(goal <= {summary['goal_ratio']}); baseline agreement {summary['baseline_agreement']:.3f} "
+              f"(goal <= {summary['goal_baseline_agreement']}): {'PASS' if summary['meets_goal'] else 'FAIL'}")
+        return
     for i in range(args.warmup_brackets):
         b = run_bracket("plain", argv, tag)
         print(f"warm-up bracket {i + 1}/{args.warmup_brackets} (untimed): {statistics.mean(b['step_s']):.3f} s/step",
