@@ -487,6 +487,10 @@ def main() -> None:
     argv = ["--model", args.model, "--batch", str(args.batch), "--qlen", str(args.qlen), "--dlen", str(args.dlen),
             "--steps", str(args.steps), "--warmup", str(args.warmup), "--cpus", str(args.cpus)]
     other = ray_processes()
+    t_wait = time.monotonic()
+    while other and not args.allow_other_ray and time.monotonic() - t_wait < 60:
+        time.sleep(1.0)  # an earlier run's Ray may still be exiting (its dashboard's children take a few seconds)
+        other = ray_processes()
     if other and not args.allow_other_ray:
         raise SystemExit(f"Ray processes are running on this machine; the bench needs them gone (or "
                          f"--allow-other-ray for a smoke run): {other[:3]}")
