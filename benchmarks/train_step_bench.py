@@ -506,15 +506,10 @@ def main() -> None:
                "other_ray_processes_at_start": len(other), "load_average_1m_at_start": load_start,
                "load_average_1m_at_end": os.getloadavg()[0], "wall_s": time.monotonic() - t_run,
                "ray_processes_left": wait_no_ray(tag + "-ray"), **summary, "raw": raw}
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(out, indent=2) + "\n")
-        print(json.dumps({k: v for k, v in out.items() if k not in ("raw", "pairs")}, indent=2))
-        for p in summary["pairs"]:
-            print(f"Ray turn {p['ray_turn']}: plain {p['plain_before_s']:.3f} / ray {p['ray_s']:.3f} "
-                  f"({p['ray_steps']} steps) / plain {p['plain_after_s']:.3f} s -> ratio {p['ratio']:.3f}")
-        print(f"ratio (median of {len(summary['paired_ratios'])} paired turns) {summary['ratio']:.3f} "
-              f"(goal <= {summary['goal_ratio']}); baseline agreement {summary['baseline_agreement']:.3f} "
-              f"(goal <= {summary['goal_baseline_agreement']}): {'PASS' if summary['meets_goal'] else 'FAIL'}")
+        lines = [f"Ray turn {p['ray_turn']}: plain {p['plain_before_s']:.3f} / ray {p['ray_s']:.3f} "
+                 f"({p['ray_steps']} steps) / plain {p['plain_after_s']:.3f} s -> ratio {p['ratio']:.3f}"
+                 for p in summary["pairs"]]
+        _report(args.out, out, ("raw", "pairs"), lines, summary, "paired turns")
         return
     for i in range(args.warmup_brackets):
         b = run_bracket("plain", argv, tag)
@@ -536,15 +531,22 @@ def main() -> None:
            "other_ray_processes_at_start": len(other), "load_average_1m_at_start": load_start,
            "load_average_1m_at_end": os.getloadavg()[0], "wall_s": time.monotonic() - t_run,
            **summary, "ray_processes_left_after_brackets": leftovers, "bracket_records": brackets}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=2) + "\n")
-    print(json.dumps({k: v for k, v in out.items() if k not in ("bracket_records", "pairs")}, indent=2))
-    for p in summary["pairs"]:
-        print(f"pair at bracket {p['ray_bracket'] + 1}: plain {p['plain_before_s']:.3f} / ray {p['ray_s']:.3f} / "
-              f"plain {p['plain_after_s']:.3f} s -> ratio {p['ratio']:.3f}")
-    print(f"ratio (median of {len(summary['paired_ratios'])} paired ratios) {summary['ratio']:.3f} "
+    lines = [f"pair at bracket {p['ray_bracket'] + 1}: plain {p['plain_before_s']:.3f} / ray {p['ray_s']:.3f} / "
+             f"plain {p['plain_after_s']:.3f} s -> ratio {p['ratio']:.3f}" for p in summary["pairs"]]
+    _report(args.out, out, ("bracket_records", "pairs"), lines, summary, "paired ratios")
+
+
+def _report(path: Path, out: dict, hidden: tuple[str, ...], pair_lines: list[str], summary: dict, what: str) -> None:
+    """Write ``out`` as JSON to ``path``; print it without the bulky ``hidden`` keys, one line per pair and the
+    verdict."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=2) + "\n")
+    print(json.dumps({k: v for k, v in out.items() if k not in hidden}, indent=2))
+    print("\n".join(pair_lines))
+    print(f"ratio (median of {len(summary['paired_ratios'])} {what}) {summary['ratio']:.3f} "
           f"(goal <= {summary['goal_ratio']}); baseline agreement {summary['baseline_agreement']:.3f} "
           f"(goal <= {summary['goal_baseline_agreement']}): {'PASS' if summary['meets_goal'] else 'FAIL'}")
+
 
 if __name__ == "__main__":
     main()
