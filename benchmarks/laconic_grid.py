@@ -1,7 +1,7 @@
 """Train and evaluate LACONIC cells one after another in one process, without Ray, on any device.
 
 Why: a cell of the compute curve (docs/recipes.md) is a recipe plus ``--set`` overrides; its *score* does not
-depend on where it trains, its *time* does. On the 2-core CPU one default-sized cell costs ~25 minutes, so a
+depend on where it trains, its *time* does. On the 2-core CPU one default-sized cell costs 17-26 minutes, so a
 search over learning rates, depths and step counts does not fit a session there; on a lent GPU the same cells
 take seconds each. This script runs each cell with the library's own single-process loop
 (:func:`lexray.train.loop.train_local`, the reference that tests hold equal to the Ray Train run) and
@@ -15,7 +15,8 @@ evaluates it in the same process:
 Departures from ``python jobs/train_laconic.py``: no 8-bit impact quantization (the job's ``index.quant_bits: 8``
 moves nDCG@10 in the third decimal), GPU kernels (on CUDA the unfused head, ``model.head_impl: auto``; float32
 unless a cell sets ``train.bf16``) and no Ray. So a GPU score is the CPU recipe's score up to these and to
-floating-point order: the ``default`` cell anchors each run against the CPU number in docs/recipes.md.
+floating-point order: each grid has a cell with the CPU recipe's own settings (``L2-S360``, ``D-S320``) that
+anchors its run against the CPU number in docs/recipes.md.
 
 Cells come from a YAML or JSON file: a list of ``{name, set: [key=value, ...], zero_shot: bool, transfer: bool}``,
 or ``{base: [key=value, ...], cells: [...]}`` whose ``base`` overrides apply to every cell first.
@@ -102,8 +103,9 @@ def evaluate_encoder(enc, dataset: str, split: str, device: torch.device, on_err
 def run_cell(cell: dict, base_config: str, hardneg: str | None, out_root: Path, device: torch.device,
              max_docs: int | None = None, base_sets: tuple[str, ...] = ()) -> dict:
     from lexray.config import load_config
-    from lexray.models import SparseEncoder, load_encoder
+    from lexray.models import load_encoder
     from lexray.train.loop import train_local
+    from lexray.workflows import trained_model_config
 
     sets = list(cell.get("set") or [])
     cfg = load_config(base_config, overrides=[*base_sets, *sets])
@@ -128,18 +130,13 @@ def run_cell(cell: dict, base_config: str, hardneg: str | None, out_root: Path, 
             row[f"phase{i}_rank_loss_end"] = sum(h["rank_loss"] for h in ph[-5:]) / len(ph[-5:])
             row[f"phase{i}_s"] = round(ph[-1]["wall_time"] - ph[0]["wall_time"], 1)
             row[f"phase{i}_step_s"] = round(sum(h["step_time_s"] for h in ph[1:]) / max(len(ph) - 1, 1), 4)
-    enc = SparseEncoder.from_pretrained(state.model_dir)
-    row["test"] = evaluate_encoder(enc, cfg.data.dataset, cfg.data.split, device, max_docs=max_docs)
+    # the trained checkpoint as the job evaluates it (lexray.workflows: no second APC, settings from the folder)
+    trained = trained_model_config(cfg, state.model_dir).model
+    row["test"] = evaluate_encoder(load_encoder(trained), cfg.data.dataset, cfg.data.split, device,
+                                   max_docs=max_docs)
     if cell.get("transfer"):
-        model_ids = enc.settings.output_ids
-        for t in cfg.eval.transfer:  # each row from the trained model's own output vocabulary
-            enc.settings.output_ids = model_ids
-            if t.output_vocab == "full":
-                enc.settings.output_ids = None
-            elif t.output_vocab == "collection":
-                from lexray.models.encoder import collection_output_ids
-
-                enc.settings.output_ids = collection_output_ids(enc, t.dataset)
+        for t in cfg.eval.transfer:  # each row with its own encode.output_vocab choice, as eval.transfer does
+            enc = load_encoder(trained.with_output_vocab(t.output_vocab, str(t.dataset)))
             name = t.name or Path(str(t.dataset)).name
             row[f"transfer_{name}"] = evaluate_encoder(enc, t.dataset, t.split, device, on_error=t.on_error,
                                                        max_docs=max_docs)

@@ -195,7 +195,6 @@ def bracket_main(args) -> None:
     rec = {"step_s": times[w:], "t_start": walls[w - 1], "t_end": walls[-1], "walls": walls}
     if worker is not None:  # the step as the worker times it (without logging between steps), for reference
         rec["worker_step_s"] = worker[w:]
-        rec["worker_step_s_all"] = worker
     Path(args.bracket_out).write_text(json.dumps(rec))
 
 
@@ -366,8 +365,7 @@ def run_interleaved(args, argv: list[str], tag: str) -> dict:
                     proc.wait()
             _signal_all(_tagged(ray_tag), signal.SIGCONT)
         plain_steps = _read_live(live)
-    return {"ray_walls": ray_rec["walls"], "ray_worker_step_s": ray_rec.get("worker_step_s_all", []),
-            "plain_steps": plain_steps, "switches": switches, "t_run_start": t_run}
+    return {"ray_walls": ray_rec["walls"], "plain_steps": plain_steps, "switches": switches, "t_run_start": t_run}
 
 
 def _with(argv: list[str], key: str, value: str) -> list[str]:

@@ -12,7 +12,7 @@ import pytest
 
 pytestmark = pytest.mark.cluster
 
-DOCS = 240
+DOCS = 240  # 24 shards: the node is lost after 3
 ROWS = 10
 
 

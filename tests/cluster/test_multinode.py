@@ -10,12 +10,13 @@ import pytest
 pytestmark = pytest.mark.cluster
 
 DOCS = 240
+ROWS = 20  # 12 shards to spread over the two nodes
 
 
 def encode_cfg(**over):
     from lexray.config import EncodeConfig
 
-    return EncodeConfig(**{"num_actors": 2, "cpus_per_actor": 0.75, "reader_cpus": 0.25, "rows_per_shard": 20,
+    return EncodeConfig(**{"num_actors": 2, "cpus_per_actor": 0.75, "reader_cpus": 0.25, "rows_per_shard": ROWS,
                            "batch_size": 32, **over})
 
 
@@ -41,7 +42,7 @@ def test_encode_actors_on_both_nodes_every_shard_once(cluster, placement, splade
         m = encode_corpus(splade_tiny_dir, scifact_dir, tmp_path / "shards", encode_cfg(), max_docs=DOCS,
                           show_progress=False)
     assert placement.nodes_running("ShardEncoder") == {"node_a", "node_b"}, placement.seen
-    assert m.totals.shards == DOCS // 20 and m.totals.shards_encoded == DOCS // 20
+    assert m.totals.shards == DOCS // ROWS and m.totals.shards_encoded == DOCS // ROWS
     assert_exactly_once(tmp_path / "shards", scifact_dir)
 
 
