@@ -8,6 +8,7 @@ its own. :func:`init_ray` handles all three.
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import signal
@@ -102,8 +103,12 @@ def _init(ray, address, num_cpus, kwargs):
                 kwargs["include_dashboard"] = False
                 log.warning("starting Ray without its dashboard")
             before = _child_pids()
+            tmp_dirs: set = set()
+            # registered before ray.init, so it runs after Ray's own exit handlers (atexit is last in, first out)
+            atexit.register(_remove_dirs, tmp_dirs)
             try:
                 ctx = ray.init(address="local", num_cpus=num_cpus, _node_ip_address="127.0.0.1", **kwargs)
+                atexit.register(_collect_forkserver_dirs, tmp_dirs)  # runs before Ray's: its processes still live
                 break
             except Exception as e:  # noqa: BLE001 - Ray raises bare Exceptions for these
                 ray.shutdown()
@@ -118,6 +123,36 @@ def _init(ray, address, num_cpus, kwargs):
         kwargs.pop("include_dashboard", None)
         ctx = ray.init(address=address, **kwargs)
     return ctx
+
+
+def _collect_forkserver_dirs(into: set) -> None:
+    """Add to ``into`` the multiprocessing folders (``pymp-*``) whose forkserver socket a process of this process's
+    Ray holds.
+
+    Why: Ray's dashboard starts its modules through a ``multiprocessing`` forkserver, which listens on a socket in
+    a ``pymp-*`` folder of the temporary directory. Python removes that folder when the dashboard exits normally,
+    but not when Ray's shutdown kills it: a job that failed left one folder per run in its TMPDIR (issue 24,
+    tests/cluster/test_hygiene.py). Found at exit, while Ray's processes still run; removed by :func:`_remove_dirs`
+    once Ray has stopped them.
+    """
+    import psutil
+
+    for proc in psutil.Process().children(recursive=True):
+        try:
+            for conn in proc.net_connections(kind="unix"):
+                path = conn.laddr if isinstance(conn.laddr, str) else ""
+                if path and os.path.basename(os.path.dirname(path)).startswith("pymp-"):
+                    into.add(os.path.dirname(path))
+        except (psutil.Error, OSError):
+            continue
+
+
+def _remove_dirs(dirs: set) -> None:
+    """Remove the folders :func:`_collect_forkserver_dirs` found (their processes are gone by now)."""
+    import shutil
+
+    for d in dirs:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def started_locally() -> bool:

@@ -44,6 +44,7 @@ from typing import Any, Literal
 import pyarrow as pa
 
 from lexray.config import EncodeConfig, ModelConfig
+from lexray.encode import faults
 from lexray.encode.actor import STAGES, ShardEncoder, encoder_kwargs
 from lexray.encode.identity import (
     check_model,
@@ -328,11 +329,12 @@ def _encode_todo(run: _Run, manifest: Manifest, plan: list[ShardInfo], todo: lis
             from tqdm.auto import tqdm
 
             bar = tqdm(total=sum(plan[k].rows for k in todo), desc=f"encode ({run.backend})", unit="doc")
-        for row in results:
+        for n_recorded, row in enumerate(results, 1):
             _record_shard(manifest, plan[row["shard"]], row, timings, pids)
             first_start = min(first_start or row["started_at"], row["started_at"])
             last_end = max(last_end or row["ended_at"], row["ended_at"])
             save_manifest(manifest, run.out)  # status "running", with progress so far
+            faults.shard_recorded(n_recorded)  # a test's Ctrl-C (lexray.encode.faults); nothing otherwise
             if bar is not None:
                 bar.update(row["rows"])
         if bar is not None:
