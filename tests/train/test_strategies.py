@@ -26,3 +26,20 @@ def test_deepspeed_auto_values_filled_and_explicit_values_kept(tmp_path):
 def test_unknown_strategy():
     with pytest.raises(ValueError, match="unknown train.strategy 'horovod'"):
         make_strategy("horovod", None)
+
+
+def test_deepspeed_on_cpu_does_not_compile_its_shm_inference_op():
+    """DeepSpeed's CPU accelerator JIT-compiles a shared-memory all-reduce op (g++, ~30 s) when its process group
+    starts; it serves only tensor-parallel inference, so the strategy turns it off before ``deepspeed.initialize``.
+    In a fresh process (DS_ACCELERATOR is read at DeepSpeed's import): the builder DeepSpeed would call returns None
+    afterwards, where it would otherwise return the compiled module."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import importlib, lexray.train.strategies as s; s._no_shm_inference_op(); "
+            "print(importlib.import_module('deepspeed.comm.torch').build_shm_op())")
+    out = subprocess.run([sys.executable, "-c", code], env={**os.environ, "DS_ACCELERATOR": "cpu"},
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "None"

@@ -318,6 +318,28 @@ def fill_deepspeed_config(path: str | Path | None, *, lr: float, weight_decay: f
     return cfg
 
 
+def _no_shm_inference_op() -> None:
+    """On DeepSpeed's CPU accelerator, do not build its shared-memory all-reduce op.
+
+    Why: DeepSpeed's ``TorchBackend`` JIT-compiles ``deepspeed_shm_comm`` with g++ when its process group starts
+    (``deepspeed.comm.torch.build_shm_op``): about 30 s on both cores of the 2-core VM at the first run on a machine,
+    and again whenever the build folder's flags change (another checkout's include paths). A machine without a C++
+    compiler cannot start at all. The op serves only ``inference_all_reduce`` (DeepSpeed's tensor-parallel
+    inference); ZeRO training all-reduces through ``torch.distributed`` (gloo here), which is what lexray uses. The
+    op is left alone on GPUs, and if a DeepSpeed release renames the function nothing changes.
+    """
+    from deepspeed.accelerator import get_accelerator
+
+    if get_accelerator().device_name() != "cpu":
+        return
+    import importlib
+
+    # not `import deepspeed.comm.torch as m`: deepspeed.comm's attribute `torch` is the torch package itself
+    ds_torch_comm = importlib.import_module("deepspeed.comm.torch")
+    if hasattr(ds_torch_comm, "build_shm_op"):
+        ds_torch_comm.build_shm_op = lambda: None
+
+
 class DeepSpeedStrategy(Strategy):
     """ZeRO via ``deepspeed.initialize``; the engine steps at accumulation boundaries it counts itself, so
     ``backward`` also calls ``engine.step()`` (a no-op except on the last micro-batch of a step).
@@ -339,6 +361,7 @@ class DeepSpeedStrategy(Strategy):
                                     max_grad_norm=self.max_grad_norm, bf16=bf16)
         self.stage = int(cfg.get("zero_optimization", {}).get("stage", 0))
         warm, total = self.warmup, self.total_steps
+        _no_shm_inference_op()
         self.engine, self.optimizer, _, self.scheduler = deepspeed.initialize(
             model=module, model_parameters=[p for p in module.parameters() if p.requires_grad], config=cfg,
             lr_scheduler=lambda opt: get_cosine_schedule_with_warmup(opt, warm, total))
