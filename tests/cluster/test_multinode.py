@@ -101,3 +101,47 @@ def test_ddp_across_nodes_survives_a_killed_worker(cluster, placement, tmp_path)
     diff = max_weight_diff(res.model_dir, state.model_dir)
     print(f"max |w_resumed - w_uninterrupted| = {diff:.3g}")
     assert diff < 1e-5
+
+
+@pytest.mark.skip(reason="flaky, on Ray Train's restart after a node loss (2026-11-26, run alone on the quiet VM: "
+                  "passed once in 143 s with equal weights; failed once when the restarted group was placed on the "
+                  "node being removed, a ControllerError that Ray Train V2 does not retry; a second failure came "
+                  "with a driver-level refit whose group start then timed out waiting for resources): "
+                  "docs/operations.md, failure matrix")
+@pytest.mark.timeout(600)
+def test_ddp_across_nodes_survives_a_lost_node(cluster, placement, tmp_path):
+    """2 DDP workers, one per worker node; after step 3 rank 1 holds (``fault_injection`` mode ``hold``) and its
+    whole node is removed from a thread (raylet, object store and workers die, as on a pre-empted machine); a
+    fresh node with the same tag joins (what an autoscaler does). Rank 0's all-reduce of step 4 fails at once
+    (gloo: "Connection closed by peer"). FailureConfig restarts the group from the step-2 checkpoint, and the run
+    finishes with the weights of an uninterrupted single-process run."""
+    import threading
+    import time
+
+    from lexray.train.loop import run_training, train_local
+
+    held = tmp_path / "hold.rank1"
+    faults = [{"step": 3, "rank": 1, "mode": "hold", "hold_s": 300, "marker": str(tmp_path / "hold")}]
+    t0 = time.time()
+    lost: dict[str, float] = {}
+
+    def remove_the_held_workers_node():
+        while not held.exists() and time.time() - t0 < 400:
+            time.sleep(0.2)
+        if held.exists():
+            lost["at"] = time.time() - t0
+            cluster.replace(_node_of(cluster, int(held.read_text().split("pid=")[1].split()[0])))
+            lost["joined"] = time.time() - t0
+
+    th = threading.Thread(target=remove_the_held_workers_node, daemon=True)
+    th.start()
+    with placement:
+        res = run_training(train_cfg(), storage_path=tmp_path / "run", fault_injection=faults)
+    th.join(timeout=60)
+    assert "joined" in lost, lost
+    print(f"node lost at {lost['at']:.0f} s, a fresh one joined at {lost['joined']:.0f} s; run done at "
+          f"{time.time() - t0:.0f} s")
+    resumed = {int(m["step"]): m["resumed_from_step"] for m in res.history}
+    assert resumed == {1: 0.0, 2: 0.0, 3: 2.0, 4: 2.0}
+    state, _ = train_local(train_cfg(num_workers=1), tmp_path / "ref")
+    assert max_weight_diff(res.model_dir, state.model_dir) < 1e-5
