@@ -33,21 +33,8 @@ class LocalCluster:
         self.nodes = {}
 
     def add(self, name: str):
-        import ray._private.utils as ray_private_utils
-
-        # Ray's Node installs a SIGTERM handler in the process that starts it, and Python allows that only in the
-        # main thread. The fault tests replace a node from a thread while the main thread runs the work: there
-        # add_node raised ValueError ("signal only works in main thread"), so the fresh node never joined, and
-        # the half-built Node's exit hook printed "'Node' object has no attribute 'all_processes'" at the end of
-        # the run. Off the main thread the handler is skipped (it only matters for a SIGTERM to the test process).
-        saved = ray_private_utils.set_sigterm_handler
-        if threading.current_thread() is not threading.main_thread():
-            ray_private_utils.set_sigterm_handler = lambda handler: None
-        try:
-            self.nodes[name] = self.cluster.add_node(num_cpus=NODE_CPUS, resources={name: 1},
-                                                     object_store_memory=100 * 1024 * 1024)
-        finally:
-            ray_private_utils.set_sigterm_handler = saved
+        self.nodes[name] = self.cluster.add_node(num_cpus=NODE_CPUS, resources={name: 1},
+                                                 object_store_memory=100 * 1024 * 1024)
         return self.nodes[name]
 
     def remove(self, name: str) -> None:
