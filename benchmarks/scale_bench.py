@@ -220,8 +220,21 @@ def main(argv=None) -> dict:
     work = Path(args.work_dir)
     work.mkdir(parents=True, exist_ok=True)
     per_doc: list[float] = []
-    rows = [measure_size(n, args, work, per_doc) for n in sorted(args.sizes)]
-    res = {"config": vars(args), "cpus": os.cpu_count(), "provisional_if_loaded": True, "runs": rows}
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    rows: list[dict] = []
+    for n in sorted(args.sizes):  # the JSON is rewritten after every size: a long run stopped midway keeps its rows
+        rows.append(measure_size(n, args, work, per_doc))
+        res = _result(args, rows)
+        out.write_text(json.dumps(res, indent=2) + "\n")
+    print(json.dumps(res["summary"], indent=2))
+    return res
+
+
+def _result(args, rows: list[dict]) -> dict:
+    """The JSON of the sizes measured so far (``summary`` compares the largest with the smallest)."""
+    res = {"config": vars(args), "cpus": os.cpu_count(), "provisional_if_loaded": True, "runs": rows,
+           "complete": len(rows) == len(args.sizes)}
     first, last = rows[0], rows[-1]
     peaks = [max(r["build_peak_rss_gib"], r["build_polled_peak_rss_gib"]) for r in rows
              if r["build_peak_rss_gib"] == r["build_peak_rss_gib"]]  # NaN: reused index, not measured
@@ -230,10 +243,6 @@ def main(argv=None) -> dict:
         "corpus_ratio": last["n_docs"] / first["n_docs"],
         "max_build_peak_rss_gib": max(peaks) if peaks else None,
         "goal_build_peak_rss_le_4gib": all(p <= 4 for p in peaks) if peaks else None}
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(res, indent=2) + "\n")
-    print(json.dumps(res["summary"], indent=2))
     return res
 
 

@@ -84,11 +84,11 @@ def _watch_descendants(proc: subprocess.Popen, seen: set[int], stop) -> None:
         pass
 
 
-def _run_encode(args: list[str], interrupt_after_shards: int | None = None) -> tuple[int, set[int]]:
+def _run_encode(args: list[str], log: Path, interrupt_after_shards: int | None = None) -> tuple[int, set[int]]:
     """Run ``lexray encode <args>`` with its own local Ray; with ``interrupt_after_shards`` the run presses Ctrl-C
     on itself (SIGINT) right after it recorded that many shards (``lexray.encode.faults``: timed from outside, on
-    the manifest, the SIGINT once landed after the run had finished). Returns the exit status and every
-    descendant pid seen."""
+    the manifest, the SIGINT once landed after the run had finished). Its stdout and stderr go to ``log`` (shown
+    by a failed assertion). Returns the exit status and every descendant pid seen."""
     import threading
 
     from lexray.encode.faults import INTERRUPT_AFTER_SHARDS_ENV
@@ -96,8 +96,13 @@ def _run_encode(args: list[str], interrupt_after_shards: int | None = None) -> t
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT / "platform"), "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0"}
     if interrupt_after_shards is not None:
         env[INTERRUPT_AFTER_SHARDS_ENV] = str(interrupt_after_shards)
-    proc = subprocess.Popen([sys.executable, "-m", "lexray.cli", "encode", *args], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    with log.open("w") as f:
+        # SIGINT back to its default in the child: a shell starts a background command (`cmd &` without job
+        # control, as CI scripts and `nohup` do) with SIGINT ignored, a child inherits that, and Python then
+        # installs no KeyboardInterrupt handler, so the run's own SIGINT did nothing (the run finished, exit 0)
+        proc = subprocess.Popen([sys.executable, "-m", "lexray.cli", "encode", *args], env=env,
+                                stdout=f, stderr=subprocess.STDOUT,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen: set[int] = set()
     stop = threading.Event()
     watcher = threading.Thread(target=_watch_descendants, args=(proc, seen, stop), daemon=True)
@@ -110,6 +115,11 @@ def _run_encode(args: list[str], interrupt_after_shards: int | None = None) -> t
             proc.kill()
     watcher.join(timeout=5)
     return rc, seen
+
+
+def _tail(log: Path, lines: int = 40) -> str:
+    """The last ``lines`` lines of a run's output, for an assertion's message."""
+    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
 
 
 def _leftovers(pids: set[int], timeout: float = 30) -> set[int]:
@@ -130,13 +140,14 @@ def test_ctrl_c_then_success_leave_no_processes_locks_or_running_manifest(splade
     out = tmp_path / "shards"
     args = ["--model", str(splade_tiny_dir), "--dataset", str(scifact_dir), "--out", str(out), "--max-docs", "60",
             "--set", "encode.rows_per_shard=10", "--set", "encode.num_actors=1", "--set", "encode.batch_size=8"]
-    rc, pids = _run_encode(args, interrupt_after_shards=2)
-    assert rc == 130 and pids  # lexray.cli: interrupted
-    assert not _leftovers(pids)
-    assert load_manifest(out).status == "interrupted"
+    first, second = tmp_path / "interrupted.log", tmp_path / "rerun.log"
+    rc, pids = _run_encode(args, first, interrupt_after_shards=2)
+    assert rc == 130 and pids, _tail(first)  # lexray.cli: interrupted
+    assert not _leftovers(pids), _tail(first)
+    assert load_manifest(out).status == "interrupted", _tail(first)
     assert not (out / ".lock").exists() and not list(out.glob(".*.tmp-*"))
-    rc, pids = _run_encode(args)
-    assert rc == 0 and pids and not _leftovers(pids)
+    rc, pids = _run_encode(args, second)
+    assert rc == 0 and pids and not _leftovers(pids), _tail(second)
     m = load_manifest(out)
     assert m.status == "complete" and m.totals.shards_reused >= 2
     assert {p.name for p in out.iterdir()} - {f"part-{i:05d}.parquet" for i in range(6)} <= {

@@ -115,3 +115,41 @@ def test_sparse_console_line_prints_integer_steps():
          "lambda_d": 1e-3, "q_active": 30.0, "d_active": 90.0, "lr": 1e-4, "examples_per_s": 8.0}
     line = SparsePhase.console_line(SimpleNamespace(name="finetune", total=160), m)
     assert line.startswith("[lexray] finetune step 10/160 loss 1.0000")
+
+
+KILLED_MID_REPORT = """
+import os, signal, sys
+from lexray.train.checkpoint import TrainerState
+from lexray.train.runner import report_checkpoint
+
+class Killed:
+    def report(self, metrics, checkpoint_dir):  # the checkpoint is staged: the worker dies before Ray takes it
+        os.kill(os.getpid(), signal.SIGKILL)
+
+report_checkpoint(Killed(), {"step": 2.0}, TrainerState(0, 2))
+"""
+
+
+def test_a_worker_killed_mid_report_leaves_a_staging_folder_that_the_next_report_removes(tmp_path, monkeypatch):
+    """Issue 24, resource hygiene: a worker SIGKILLed while its checkpoint was staged left ``lexray-ckpt-*`` (a
+    model copy) in /tmp for good; the next report on the node removes the folders of dead writers only."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from lexray.paths import REPO_ROOT
+    from lexray.train.runner import report_checkpoint
+
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = {**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": str(REPO_ROOT / "platform")}
+    r = subprocess.run([sys.executable, "-c", KILLED_MID_REPORT], env=env, capture_output=True, text=True)
+    assert r.returncode == -9, r.stderr[-2000:]
+    left = list(tmp.glob("lexray-ckpt-*"))
+    assert len(left) == 1 and (left[0] / "trainer_state.json").is_file()  # what the killed worker left
+    alive = tmp / f"lexray-ckpt-{os.getpid()}-inflight"  # a live writer's folder (this process) is kept
+    alive.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    report_checkpoint(LocalReporter(tmp_path / "ckpt"), {"step": 4.0}, TrainerState(0, 4))
+    assert sorted(p.name for p in tmp.iterdir()) == [alive.name]

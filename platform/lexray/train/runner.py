@@ -207,13 +207,55 @@ def report_checkpoint(reporter, metrics: dict, state: TrainerState, model: str |
     ``trainer_state.json`` and a copy of ``model`` (a saved encoder folder, or None) from rank 0. Without a
     strategy only rank 0 contributes a folder."""
     r = rank()
-    with tempfile.TemporaryDirectory(prefix="lexray-ckpt-") as tmp:
+    with checkpoint_tmpdir() as tmp:
         if strategy is not None:
             strategy.save(Path(tmp))
         if r == 0:
             state.save(Path(tmp))
             add_model(Path(tmp), model)
         reporter.report(metrics, tmp if strategy is not None or r == 0 else None)
+
+
+CKPT_TMP_PREFIX = "lexray-ckpt-"
+"""Name prefix of the local folder a checkpoint is staged in before ``ray.train.report`` takes it; the writer's pid
+follows (``lexray-ckpt-<pid>-<random>``)."""
+
+
+def checkpoint_tmpdir() -> tempfile.TemporaryDirectory:
+    """The local staging folder of one checkpoint report, ``<tmp>/lexray-ckpt-<pid>-<random>``, removed on exit.
+
+    Why the pid in the name: a worker SIGKILLed while it staged a checkpoint (a killed or pre-empted worker, a
+    lost node's restart) never runs the clean-up, and its folder, a full model copy, stayed in /tmp for good
+    (issue 24, resource hygiene). Every report first removes the staging folders of processes that no longer exist
+    on this node (:func:`reap_stale_checkpoint_dirs`), so the restarted worker's first report reclaims them.
+    """
+    reap_stale_checkpoint_dirs(Path(tempfile.gettempdir()))
+    return tempfile.TemporaryDirectory(prefix=f"{CKPT_TMP_PREFIX}{os.getpid()}-")
+
+
+def reap_stale_checkpoint_dirs(root: Path) -> list[Path]:
+    """Remove ``root/lexray-ckpt-<pid>-*`` folders whose process is gone; returns the removed folders.
+
+    A folder whose pid is alive (or cannot be probed: another user's process) is kept. Folders without a pid in
+    their name (written before the pid was added) are left alone: nothing tells whether their writer lives.
+    /tmp is per node, so the pid is probed on the node that wrote the folder."""
+    import shutil
+
+    removed = []
+    for d in root.glob(f"{CKPT_TMP_PREFIX}*-*"):
+        pid = d.name[len(CKPT_TMP_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or not d.is_dir():
+            continue
+        try:
+            os.kill(int(pid), 0)
+            continue  # alive
+        except ProcessLookupError:
+            pass
+        except (PermissionError, OverflowError):
+            continue
+        shutil.rmtree(d, ignore_errors=True)
+        removed.append(d)
+    return removed
 
 
 def resume_state(reporter, default: TrainerState, models_dir: Path | None = None) -> TrainerState:
