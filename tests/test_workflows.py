@@ -61,6 +61,23 @@ def test_mining_uses_data_mining_seed_not_train_seed(tmp_path, fake_mining, scif
     assert out.train.phases[0].data_path.endswith(".bm25.n15.jsonl")
 
 
+def test_phases_that_read_only_their_first_groups_mine_only_those(tmp_path, fake_mining, scifact_dir):
+    """A smoke run's phases read their first ``max_train_examples`` groups: the largest count is mined, into a
+    file of its own; one phase without a limit mines every query."""
+    from lexray.workflows import prepare_hard_negatives
+
+    def cfg(*limits):
+        return LexrayConfig.model_validate({"model": {"name_or_path": "m"}, "data": {"dataset": str(scifact_dir)},
+                                            "train": {"phases": [{"name": f"p{i}", "max_train_examples": n}
+                                                                 for i, n in enumerate(limits)]}})
+
+    out = prepare_hard_negatives(cfg(16, 32), tmp_path / "a")
+    assert fake_mining["max_groups"] == 32
+    assert all(p.data_path.endswith(".bm25.n15.first32.jsonl") for p in out.train.phases)
+    out = prepare_hard_negatives(cfg(16, None), tmp_path / "b")
+    assert fake_mining["max_groups"] is None and out.train.phases[0].data_path.endswith(".bm25.n15.jsonl")
+
+
 def test_mining_pool_mines_more_negatives_than_a_step_samples(tmp_path, fake_mining, scifact_dir):
     """data.mining_pool: the file holds the pool, the phase still samples its num_negatives per epoch; a pool
     below a phase's num_negatives is refused, naming the key, before anything is mined."""

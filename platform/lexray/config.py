@@ -212,7 +212,8 @@ class PhaseConfig(Section):
     temperature: float = Field(1.0, gt=0)
     flops: FlopsConfig = Field(default_factory=FlopsConfig)
     lora: LoraConfig = Field(default_factory=LoraConfig)
-    max_train_examples: int | None = None
+    max_train_examples: int | None = Field(None, ge=1, description="train on the first N examples only (smoke "
+                                           "runs); mined hard negatives are then mined for N queries only")
     distill: DistillConfig = Field(default_factory=DistillConfig)
 
     @model_validator(mode="after")

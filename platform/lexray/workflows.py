@@ -43,7 +43,9 @@ def prepare_hard_negatives(cfg: LexrayConfig, out: Path, exclude_query_ids: Coll
     Negatives come from ``cfg.data.dataset``'s ``cfg.data.train_split`` queries, BM25 (Anserini defaults) over
     the same corpus, ``data.mining_pool`` (default: the largest ``num_negatives``) per query (see
     :mod:`lexray.data.mining` for the rank window); each epoch samples a phase's ``num_negatives`` of them. The file
-    is reused when it already exists. Returns a config whose phases point at the mined file.
+    is reused when it already exists. Returns a config whose phases point at the mined file. When every such
+    phase reads only its first ``max_train_examples`` groups (a smoke run), only the largest of those counts is
+    mined: the same groups as the head of a full file (per-query randomness), in a file named ``.first<N>``.
     ``exclude_query_ids`` (a dev split) are neither mined nor trained on; ``tag`` names such a file apart.
 
     A phase that distills (``phase.distill``, or loss ``margin_mse``) points at the same groups scored by
@@ -66,14 +68,17 @@ def prepare_hard_negatives(cfg: LexrayConfig, out: Path, exclude_query_ids: Coll
         if cfg.data.mining_pool < n_neg:
             raise ConfigError(f"data.mining_pool {cfg.data.mining_pool} is below a phase's num_negatives {n_neg}")
         n_neg = cfg.data.mining_pool
-    path = out / "hardneg" / f"{dataset.name}.{cfg.data.train_split}{tag}.bm25.n{n_neg}.jsonl"
+    limits = [cfg.train.phases[i].max_train_examples for i in needs]
+    max_groups = None if None in limits else max(limits)
+    first = "" if max_groups is None else f".first{max_groups}"
+    path = out / "hardneg" / f"{dataset.name}.{cfg.data.train_split}{tag}.bm25.n{n_neg}{first}.jsonl"
     if not path.is_file():
         index_dir = out / "bm25-index"
         if not (index_dir / "segments_1").exists() and not list(index_dir.glob("segments_*")):
             build_bm25_index(iter_id_text(dataset, on_error=cfg.data.on_error), index_dir, overwrite=True)
         groups, report = mine_bm25_negatives(dataset, index_dir, split=cfg.data.train_split,
                                              num_negatives=n_neg, seed=cfg.data.mining_seed,
-                                             exclude_query_ids=exclude_query_ids)
+                                             exclude_query_ids=exclude_query_ids, max_groups=max_groups)
         n = write_groups_jsonl(groups, path)
         print(f"mined BM25 hard negatives: {n} groups -> {path}\n{report.summary()}")
     scored = _teacher_scored(cfg, [i for i in needs if cfg.train.phases[i].needs_teacher], path, dataset, out)

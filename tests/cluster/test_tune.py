@@ -22,7 +22,8 @@ RECIPE = {
     "train": {"num_workers": 1, "cpus_per_worker": 0.75, "log_every": 1, "checkpoint_every": 2,
               "collapse_max_fraction": 1.0, "max_failures": 0, "tensorboard": False,
               "phases": [{"name": "ft", "data": "hard_negatives", "max_steps": 6, "global_batch_size": 4,
-                          "num_negatives": 1, "lr": 1.0e-4, "query_max_length": 12, "doc_max_length": 24}]},
+                          "num_negatives": 1, "lr": 1.0e-4, "query_max_length": 12, "doc_max_length": 24,
+                          "max_train_examples": 32}]},
     "encode": {"batch_size": 64, "rows_per_shard": 25, "doc_top_k": 64},
     "tune": {"dev_queries": 8, "dev_depth": 3, "eval_every": 2, "test_entries": 0, "max_failures": 1},
 }

@@ -76,6 +76,23 @@ def test_short_runs_are_counted():
     assert report.fewer_than_n == 1 and report.no_negatives == 1 and report.positive_retrieved == 2
 
 
+def test_max_groups_mines_the_head_of_a_full_pass_and_counts_the_rest():
+    queries = {f"q{i}": f"text {i}" for i in range(40)}
+    qrels = {q: {f"{q}-{i % 7}": 1} for i, q in enumerate(queries) if i % 5}  # q0, q5, ...: no positive
+    full, _ = mining.mine_hard_negatives(queries, qrels, _fake_search(), num_negatives=4, seed=3,
+                                         show_progress=False)
+    fn = _fake_search()
+    head, report = mining.mine_hard_negatives(queries, qrels, fn, num_negatives=4, seed=3, max_groups=6,
+                                              show_progress=False)
+    assert head == full[:6]
+    # 40 queries = 8 without a positive (counted before any search) + 6 mined + 26 not mined
+    assert report.groups_written == 6 and report.queries == 40 and report.no_positives == 8
+    assert report.not_mined == 26 and "26 queries not mined" in report.summary()
+    assert sum(len(q) for q, _ in fn.calls) < 40  # the search stopped early too
+    with pytest.raises(ValueError, match="max_groups"):
+        mining.mine_hard_negatives(queries, qrels, _fake_search(), max_groups=0, show_progress=False)
+
+
 def test_jsonl_roundtrip_and_validation(tmp_path):
     groups = [mining.HardNegativeGroup("q1", "text", ["d1"], ["d2", "d3"], [2.0, 1.0]),
               mining.HardNegativeGroup("q2", "more", ["d4"], ["d5"], None)]

@@ -60,14 +60,17 @@ class MiningReport:
     missing_from_run: int = 0
     positive_retrieved: int = 0
     negatives_total: int = 0
+    not_mined: int = 0
     settings: dict = field(default_factory=dict)
 
     def summary(self) -> str:
+        stop = (f"; stopped at max_groups {self.settings['max_groups']}: {self.not_mined} queries not mined"
+                if self.settings.get("max_groups") is not None else "")
         return (f"mined {self.groups_written} groups from {self.queries} queries "
                 f"({self.negatives_total} negatives); skipped: no positives {self.no_positives}, "
                 f"no negatives {self.no_negatives}; fewer than {self.settings.get('num_negatives')} negatives: "
                 f"{self.fewer_than_n}; queries absent from the run: {self.missing_from_run}; "
-                f"queries with a positive in the top {self.settings.get('depth')}: {self.positive_retrieved}")
+                f"queries with a positive in the top {self.settings.get('depth')}: {self.positive_retrieved}{stop}")
 
 
 def _query_rng(seed: int, query_id: str) -> np.random.Generator:
@@ -113,7 +116,7 @@ def _ranked(hits: Mapping[str, float]) -> list[tuple[str, float]]:
 def mine_hard_negatives(queries: Mapping[str, str], qrels: Mapping[str, Mapping[str, int]], search_fn: SearchFn,
                         *, num_negatives: int = 15, skip_top: int = 3, depth: int = 100,
                         strategy: str = "sample", seed: int = 42, batch_size: int = 256,
-                        with_scores: bool = True, show_progress: bool = True
+                        with_scores: bool = True, show_progress: bool = True, max_groups: int | None = None
                         ) -> tuple[list[HardNegativeGroup], MiningReport]:
     """Mine hard negatives for ``queries`` ``{qid: text}`` with ``search_fn``.
 
@@ -123,12 +126,21 @@ def mine_hard_negatives(queries: Mapping[str, str], qrels: Mapping[str, Mapping[
         search_fn: ``(query_ids, query_texts, k) -> {qid: {doc_id: score}}``, called with ``k=depth`` on
             batches of ``batch_size`` queries.
         num_negatives, skip_top, depth, strategy, seed: see :func:`select_negatives` and the module docstring.
+        max_groups: stop once this many groups are mined (a run that trains on the first N groups only,
+            ``train.phases[].max_train_examples``). Why it is safe: each query's negatives come from its own
+            random stream, so the groups equal the first ``max_groups`` of a full pass. The queries left are
+            counted in ``report.not_mined``; batches shrink near the end so that few extra queries are searched.
 
     Returns:
         ``(groups, report)``; groups in the order of ``queries``.
+
+    Raises:
+        ValueError: ``max_groups`` below 1, or invalid selection settings (:func:`select_negatives`).
     """
+    if max_groups is not None and max_groups < 1:
+        raise ValueError(f"max_groups must be >= 1 (or None for every query), got {max_groups}")
     report = MiningReport(settings=dict(num_negatives=num_negatives, skip_top=skip_top, depth=depth,
-                                        strategy=strategy, seed=seed))
+                                        strategy=strategy, seed=seed, max_groups=max_groups))
     select_negatives([], [], num_negatives=num_negatives, skip_top=skip_top, depth=depth, strategy=strategy,
                      rng=np.random.default_rng(0))  # validate the settings before searching
     todo: list[tuple[str, str, list[str]]] = []
@@ -141,11 +153,16 @@ def mine_hard_negatives(queries: Mapping[str, str], qrels: Mapping[str, Mapping[
         todo.append((qid, text, positives))
 
     groups: list[HardNegativeGroup] = []
+    done = 0  # queries of ``todo`` mined
     with tqdm(total=len(todo), desc="mining negatives", unit="query", disable=not show_progress) as bar:
-        for start in range(0, len(todo), batch_size):
-            batch = todo[start:start + batch_size]
+        while done < len(todo) and (max_groups is None or len(groups) < max_groups):
+            size = batch_size if max_groups is None else min(batch_size, max(8, 2 * (max_groups - len(groups))))
+            batch = todo[done:done + size]
             run = search_fn([q for q, _, _ in batch], [t for _, t, _ in batch], depth)
             for qid, text, positives in batch:
+                if max_groups is not None and len(groups) >= max_groups:
+                    break
+                done += 1
                 if qid not in run:
                     report.missing_from_run += 1
                 ranked = _ranked(run.get(qid, {}))
@@ -164,6 +181,7 @@ def mine_hard_negatives(queries: Mapping[str, str], qrels: Mapping[str, Mapping[
                     qid, text, positives, [d for d, _ in picked],
                     [float(s) for _, s in picked] if with_scores else None))
             bar.update(len(batch))
+    report.not_mined = len(todo) - done
     report.groups_written = len(groups)
     log.debug("%s", report.summary())  # callers print the report (workflows.prepare_hard_negatives)
     return groups, report
@@ -172,12 +190,13 @@ def mine_hard_negatives(queries: Mapping[str, str], qrels: Mapping[str, Mapping[
 def mine_bm25_negatives(dataset_dir: str | os.PathLike, index_dir: str | os.PathLike, *, split: str = "train",
                         num_negatives: int = 15, skip_top: int = 3, depth: int = 100, strategy: str = "sample",
                         seed: int = 42, k1: float = 0.9, b: float = 0.4, threads: int = 2,
-                        show_progress: bool = True, exclude_query_ids: Iterable[str] | None = None
-                        ) -> tuple[list[HardNegativeGroup], MiningReport]:
+                        show_progress: bool = True, exclude_query_ids: Iterable[str] | None = None,
+                        max_groups: int | None = None) -> tuple[list[HardNegativeGroup], MiningReport]:
     """BM25 negatives for a BEIR split, from a Lucene index built by ``lexray.index.lucene.build_bm25_index``.
 
     ``exclude_query_ids``: queries never searched nor written (a dev split carved from this split,
-    :mod:`lexray.data.splits`); they are not counted in the report's ``queries``.
+    :mod:`lexray.data.splits`); they are not counted in the report's ``queries``. ``max_groups``: the first N
+    groups only (:func:`mine_hard_negatives`).
     """
     from lexray.data.beir import load_qrels, load_queries
     from lexray.index.lucene import bm25_search_fn
@@ -189,7 +208,8 @@ def mine_bm25_negatives(dataset_dir: str | os.PathLike, index_dir: str | os.Path
         queries = {q: t for q, t in queries.items() if q not in excluded}
     search_fn = bm25_search_fn(index_dir, k1=k1, b=b, threads=threads, show_progress=False)
     return mine_hard_negatives(queries, qrels, search_fn, num_negatives=num_negatives, skip_top=skip_top,
-                               depth=depth, strategy=strategy, seed=seed, show_progress=show_progress)
+                               depth=depth, strategy=strategy, seed=seed, show_progress=show_progress,
+                               max_groups=max_groups)
 
 
 def write_groups_jsonl(groups: Iterable[HardNegativeGroup], path: str | os.PathLike) -> int:
