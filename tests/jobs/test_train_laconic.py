@@ -1,5 +1,6 @@
 """The main job end to end, shrunk: ``jobs/train_laconic.py`` with its fast recipe (laconic-tiny) and overrides that
-cut every stage (2 steps per phase, 300 evaluated documents, top-64 terms per document), run as a user runs it:
+cut every stage (2 steps per phase, negatives mined for 8 queries, 300 evaluated documents, top-64 terms per
+document), run as a user runs it:
 a separate Python process with its own Ray instance. Guards the whole chain — BM25 mining, two Ray Train phases
 with the LoRA merge, Ray Data encoding, DuckDB index, search, pytrec_eval, metrics.json — which unit tests of the
 parts did not (the default job once failed writing its TREC run).
@@ -29,6 +30,7 @@ def test_train_laconic_default_recipe_end_to_end(tmp_path, capsys):
     overrides = [f"out_dir={out}", f"eval.cache_dir={tmp_path / 'eval-cache'}",
                  "train.phases.0.max_steps=2", "train.phases.1.max_steps=2",
                  "train.phases.0.global_batch_size=8", "train.phases.1.global_batch_size=4",
+                 "train.phases.1.max_train_examples=8",  # BM25 negatives mined for the 8 queries it trains on
                  "data.max_docs=300", "encode.doc_top_k=64"]
     cmd = [sys.executable, str(REPO_ROOT / "jobs" / "train_laconic.py"), "--config",
            str(REPO_ROOT / "jobs" / "configs" / "laconic-tiny.yaml"), "--zero-shot"]
