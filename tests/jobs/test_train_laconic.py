@@ -1,7 +1,6 @@
 """The main job end to end, shrunk: ``jobs/train_laconic.py`` with its fast recipe (laconic-tiny) and overrides that
 cut every stage (2 steps per phase, negatives mined for 8 queries, 300 evaluated documents, top-64 terms per
-document), run as a user runs it:
-a separate Python process with its own Ray instance. Guards the whole chain — BM25 mining, two Ray Train phases
+document), run as a user runs it: a separate Python process with its own Ray instance. Guards the whole chain — BM25 mining, two Ray Train phases
 with the LoRA merge, Ray Data encoding, DuckDB index, search, pytrec_eval, metrics.json — which unit tests of the
 parts did not (the default job once failed writing its TREC run).
 
