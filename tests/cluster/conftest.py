@@ -21,6 +21,12 @@ import pytest
 
 NODE_CPUS = 1
 NODES = ("node_a", "node_b")
+HEALTH_CHECKS = {"health_check_period_ms": 1000, "health_check_failure_threshold": 3}
+"""The GCS declares a node dead after 3 failed health checks 1 s apart (Ray's defaults: 5, 3 s apart; the 10-s
+timeout of one check is kept, so a slow but live raylet on a loaded machine is not declared dead). A removed node's
+raylet refuses the check at once, so it is known dead in ~3 s instead of ~15 s: before that, Ray could place a
+restarted Ray Train worker group on it (a ``ControllerError`` that Ray Train does not retry) and Ray Data could send
+it work."""
 
 
 class LocalCluster:
@@ -79,7 +85,7 @@ def ray_cluster():
         try:
             cluster = Cluster(initialize_head=True, head_node_args={
                 "num_cpus": 0, "include_dashboard": False, "node_ip_address": "127.0.0.1",
-                "object_store_memory": 100 * 1024 * 1024})
+                "object_store_memory": 100 * 1024 * 1024, "_system_config": HEALTH_CHECKS})
             lc = LocalCluster(cluster)
             for name in NODES:
                 lc.add(name)

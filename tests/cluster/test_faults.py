@@ -29,29 +29,35 @@ def test_encode_survives_a_lost_node_or_a_rerun_resumes(cluster, splade_tiny_dir
     out = tmp_path / "shards"
     cfg = EncodeConfig(num_actors=2, cpus_per_actor=0.75, reader_cpus=0.25, rows_per_shard=ROWS, batch_size=16)
     done_at_loss: list[set[str]] = []
+    result: dict = {}
 
-    def lose_node_b():
-        deadline = time.time() + 300
-        while time.time() < deadline:
-            try:
-                m = load_manifest(out)
-                done = {s.file for s in m.shards if s.sha256} if m else set()
-            except Exception:  # noqa: BLE001 - the manifest is being replaced; try again
-                done = set()
-            if len(done) >= 3:
-                done_at_loss.append(done)
-                cluster.replace("node_b")
-                return
-            time.sleep(0.1)
+    def encode():
+        try:
+            result["manifest"] = encode_corpus(splade_tiny_dir, scifact_dir, out, cfg, max_docs=DOCS,
+                                               show_progress=False)
+        except Exception as e:  # noqa: BLE001 - a clear failure is one of the two accepted outcomes
+            result["error"] = e
 
-    t = threading.Thread(target=lose_node_b, daemon=True)
+    # the encode runs in a thread and the node is replaced from the main thread: starting a node sets a SIGTERM
+    # handler, which Python allows only there (from a thread, the fresh node never joined)
+    t = threading.Thread(target=encode, daemon=True)
     t.start()
-    first_error = None
-    try:
-        m = encode_corpus(splade_tiny_dir, scifact_dir, out, cfg, max_docs=DOCS, show_progress=False)
-    except Exception as e:  # noqa: BLE001 - a clear failure is one of the two accepted outcomes
-        first_error = e
-    t.join(timeout=30)
+    deadline = time.time() + 300
+    while t.is_alive() and time.time() < deadline:
+        try:
+            m = load_manifest(out)
+            done = {s.file for s in m.shards if s.sha256} if m else set()
+        except Exception:  # noqa: BLE001 - the manifest is being replaced; try again
+            done = set()
+        if len(done) >= 3:
+            done_at_loss.append(done)
+            cluster.replace("node_b")
+            break
+        time.sleep(0.1)
+    t.join(timeout=300)
+    assert not t.is_alive(), "the encode did not finish"
+    first_error = result.get("error")
+    m = result.get("manifest")
     assert done_at_loss, "the node was never removed"
     if first_error is not None:
         assert not (out / ".lock").exists()
