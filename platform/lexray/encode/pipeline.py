@@ -377,6 +377,11 @@ def _finalize(out: Path, manifest: Manifest, plan: list[ShardInfo], todo: list[i
     missing = [s.file for s in plan if s.postings is None or s.sha256 is None]
     if missing:
         raise RuntimeError(f"encoding finished without writing shards {missing[:5]}")
+    # an encoder that died mid-write (a lost node, a killed actor) left its temporary file; Ray Data wrote that
+    # shard again elsewhere, so the file is garbage (seen in the node-loss test, issue 24)
+    left = remove_stale_tmp(out)
+    if left:
+        log.warning("removed %d temporary file(s) left in %s by encoders that died mid-write", left, out)
     docs = sum(s.rows for s in plan)
     postings = sum(int(s.postings or 0) for s in plan)
     docs_encoded = sum(plan[k].rows for k in todo)
