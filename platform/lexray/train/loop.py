@@ -63,11 +63,12 @@ def run_phases(cfg: LexrayConfig, run_dir: Path, reporter, fault_injection: dict
     try:
         while state.phase < len(cfg.train.phases) and not state.done:
             state = _run_phase(cfg, state, run_dir, reporter, sink, device, fault_injection, evaluator)
-            if state.done:  # collapsed
+            if state.done:  # collapsed, or the last phase ended: its checkpoint was the run's final one (done)
                 return state
+        # a rerun of a finished run (its latest checkpoint says done): report it again, with the model, so that
+        # this run's Result has the metrics and checkpoint of the end (Ray's Result.metrics are those of the latest
+        # checkpoint), and return at once
         state.done = True
-        # with a checkpoint: Ray's Result.metrics are those of the latest checkpoint, and a rerun of a finished
-        # run then finds done=True and returns at once
         report_checkpoint(reporter, {"done": 1.0, "phase": float(len(cfg.train.phases)),
                                      "model_dir": state.model_dir}, state, state.model_dir)
         return state
@@ -81,9 +82,16 @@ def _run_phase(cfg: LexrayConfig, state: TrainerState, run_dir: Path, reporter, 
     p = state.phase
     out_dir = run_dir / "models" / f"phase-{p}-{cfg.train.phases[p].name}"
 
+    last = p == len(cfg.train.phases) - 1
+
     def end(out: Path):
-        new = TrainerState(p + 1, 0, str(out), [*state.phase_dirs, str(out)])
-        return new, {"phase": float(p), "phase_done": 1.0, "model_dir": str(out)}, out
+        # the last phase's end is also the run's final checkpoint (done): one report and one copy of the model,
+        # where there were two in a row (for an 8B model, two full copies staged and persisted for nothing)
+        new = TrainerState(p + 1, 0, str(out), [*state.phase_dirs, str(out)], done=last)
+        metrics = {"phase": float(p), "phase_done": 1.0, "model_dir": str(out)}
+        if last:
+            metrics["done"] = 1.0
+        return new, metrics, out
 
     if cfg.model.dense is not None:  # LexSemBridge's dense bi-encoder (arXiv:2508.17858), same runner
         from lexray.train.dense import DensePhase
