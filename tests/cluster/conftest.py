@@ -139,7 +139,8 @@ class PlacementWatcher:
             time.sleep(0.2)
 
     def nodes_running(self, needle: str) -> set[str]:
-        return {node for node, titles in self.seen.items() if any(needle in t for t in titles)}
+        """The nodes where a title containing ``needle`` was seen (safe to call while the watcher runs)."""
+        return {node for node, titles in list(self.seen.items()) if any(needle in t for t in list(titles))}
 
     def __enter__(self):
         self._thread.start()

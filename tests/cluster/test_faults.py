@@ -44,7 +44,7 @@ def test_encode_on_both_nodes_survives_a_lost_node_or_a_rerun_resumes(cluster, p
     # the encode runs in a thread and the node is replaced from the main thread: starting a node sets a SIGTERM
     # handler, which Python allows only there (from a thread, the fresh node never joined)
     t = threading.Thread(target=encode, daemon=True)
-    with placement:  # until the loss: both actors are up by then (3 shards recorded)
+    with placement:  # until the loss, which waits until an encoder actor was seen on each node
         t.start()
         deadline = time.time() + 300
         while t.is_alive() and time.time() < deadline:
@@ -53,7 +53,7 @@ def test_encode_on_both_nodes_survives_a_lost_node_or_a_rerun_resumes(cluster, p
                 done = {s.file for s in m.shards if s.sha256} if m else set()
             except Exception:  # noqa: BLE001 - the manifest is being replaced; try again
                 done = set()
-            if len(done) >= 3:
+            if len(done) >= 3 and placement.nodes_running("ShardEncoder") == {"node_a", "node_b"}:
                 done_at_loss.append(done)
                 break
             time.sleep(0.1)
@@ -63,8 +63,7 @@ def test_encode_on_both_nodes_survives_a_lost_node_or_a_rerun_resumes(cluster, p
     assert not t.is_alive(), "the encode did not finish"
     first_error = result.get("error")
     m = result.get("manifest")
-    assert done_at_loss, "the node was never removed"
-    assert placement.nodes_running("ShardEncoder") == {"node_a", "node_b"}, placement.seen
+    assert done_at_loss, f"the node was never removed (encoder actors seen: {placement.seen})"
     if first_error is not None:
         assert not (out / ".lock").exists()
         m = encode_corpus(splade_tiny_dir, scifact_dir, out, cfg, max_docs=DOCS, show_progress=False)
