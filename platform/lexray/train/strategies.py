@@ -325,8 +325,9 @@ def _no_shm_inference_op() -> None:
     (``deepspeed.comm.torch.build_shm_op``): about 30 s on both cores of the 2-core VM at the first run on a machine,
     and again whenever ninja finds the build out of date (it rebuilt twice in one day here, plausibly because two
     checkouts' include paths differ). The build also needs a C++ compiler on every worker machine. The op serves
-    only ``inference_all_reduce`` (DeepSpeed's tensor-parallel inference); ZeRO training all-reduces through ``torch.distributed`` (gloo here), which is what lexray uses. The
-    op is left alone on GPUs, and if a DeepSpeed release renames the function nothing changes.
+    only ``inference_all_reduce`` (DeepSpeed's tensor-parallel inference); ZeRO training all-reduces through
+    ``torch.distributed`` (gloo here), which is what lexray uses. The op is left alone on GPUs, and if a DeepSpeed
+    release renames the function nothing changes.
     """
     from deepspeed.accelerator import get_accelerator
 
