@@ -111,6 +111,24 @@ def test_converted_folder_has_the_gguf_models_logits(gguf_file, converted, gguf_
     assert time.perf_counter() - t < 10
 
 
+def test_the_commands_model_check_takes_a_gguf_source(converted, monkeypatch):
+    """``lexray evaluate --config jobs/configs/laconic-smollm2-cpu.yaml`` (the default job's starting model) checks
+    the model before any work. It refused the GGUF file that training converts and uses: "config file at
+    .../SmolLM2-135M-Instruct.Q4_1.gguf is not a valid JSON file". The check now reads the converted folder."""
+    from lexray.commands.common import validate_model
+    from lexray.config import ModelConfig
+
+    real, calls = gguf.converted_dir, []
+
+    def cached(path, root=None):  # the module's conversion, not a second one into the user's cache
+        calls.append(path)
+        return real(path, root=converted.parent)
+
+    monkeypatch.setattr(gguf, "converted_dir", cached)
+    validate_model(ModelConfig(name_or_path=SMOLLM2))
+    assert calls and calls[0].suffix == ".gguf"
+
+
 def test_real_smollm2_is_bidirectional_with_truncated_layers(converted):
     from lexray.models import SparseEncoder
 

@@ -38,7 +38,8 @@ def validate_dataset(dataset: str, split: str | None = None) -> Path:
 
 
 def validate_model(model_cfg) -> None:
-    """Check the model can be loaded (configuration and tokenizer, not the weights) before any encoding.
+    """Check the model can be loaded (configuration and tokenizer, not the weights) before any encoding. A ``.gguf``
+    source (the LACONIC recipes' SmolLM2) is checked through its converted folder, converting it first if needed.
 
     Raises:
         lexray.config.ConfigError: no model is named (``model.name_or_path``);
@@ -49,10 +50,10 @@ def validate_model(model_cfg) -> None:
     from transformers import AutoConfig, AutoTokenizer
 
     from lexray.models import st_compat
-    from lexray.paths import resolve_local
+    from lexray.models.backbones import resolve_model_dir
 
     where = model_cfg.name_or_path
-    local = resolve_local(where)
+    local = resolve_model_dir(str(where))  # a .gguf file: its converted folder (converted once, cached), as training
     if local is None and ("/" not in str(where) or str(where).startswith((".", "/", "~"))):
         raise FileNotFoundError(f"model {where}: no such folder (and not a hub id)")
     target = str(local or where)
