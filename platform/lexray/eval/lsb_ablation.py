@@ -38,14 +38,16 @@ def _tiny_sets(steps: int) -> tuple[str, ...]:
 
 
 TINY_SETS = _tiny_sets(30)
+TIED_SETS = ("model.dense.bridge_align=tied", "model.dense.bridge_w_norm=l1")
+"""The tied-alignment departure (docs/lexsembridge.md): SLR through W = A Ê^T on l1-normalised w (its rows train
+the bridge at 5e-4)."""
 
 
 def _minilm_sets(steps: int) -> tuple[str, ...]:
     """The MiniLM rows' schedule when it is not the recipe's 30 steps: ``steps`` steps, one checkpoint at the end."""
     return (f"train.phases.0.max_steps={steps}", f"train.checkpoint_every={steps}")
-TIED_SETS = ("model.dense.bridge_align=tied", "model.dense.bridge_w_norm=l1")
-"""The tied-alignment departure (docs/lexsembridge.md): SLR through W = A Ê^T on l1-normalised w (its rows train
-the bridge at 5e-4)."""
+
+
 NEGATIVES = "hardneg.jsonl"  # <out>/hardneg.jsonl: the BM25 negatives mined by the first trained row, reused
 
 
