@@ -23,10 +23,8 @@ def _row(name: str) -> lsb.Row:
 ])
 def test_a_rows_sets_give_its_schedule_and_bridge(name, steps, bridge, bridge_lr):
     """A row trains the schedule its name says (30 or 300 steps, one checkpoint at the end) with its bridge and its
-    bridge learning rate, each key set once."""
+    bridge learning rate (that each key is set once: the test below, for every row)."""
     row = _row(name)
-    keys = [x.split("=", 1)[0] for x in row.sets]
-    assert len(keys) == len(set(keys)), row.sets
     cfg = load_config(row.recipe, list(row.sets))
     phase = cfg.train.phases[0]
     assert phase.max_steps == steps and cfg.train.checkpoint_every == steps

@@ -31,21 +31,20 @@ TASK_LABELS = {"query": "Query", "keyword": "Keyword", "pop16": "P-o-P-16", "pop
 EVAL_SETS = ("eval.metrics=[nDCG@1,nDCG@10]", "eval.top_k=100", "encode.num_actors=1")  # one encode thread
 
 
+def _schedule(steps: int) -> tuple[str, ...]:
+    """``steps`` steps with one checkpoint at the end (the recipes train 30)."""
+    return (f"train.phases.0.max_steps={steps}", f"train.checkpoint_every={steps}")
+
+
 def _tiny_sets(steps: int) -> tuple[str, ...]:
-    """The splade-tiny rows' sets: 128-token documents, one worker, ``steps`` steps with one checkpoint at the end."""
-    return ("model.doc_max_length=128", "train.num_workers=1", f"train.phases.0.max_steps={steps}",
-            f"train.checkpoint_every={steps}")
+    """The splade-tiny rows' sets: 128-token documents, one worker, :func:`_schedule`."""
+    return ("model.doc_max_length=128", "train.num_workers=1", *_schedule(steps))
 
 
 TINY_SETS = _tiny_sets(30)
 TIED_SETS = ("model.dense.bridge_align=tied", "model.dense.bridge_w_norm=l1")
 """The tied-alignment departure (docs/lexsembridge.md): SLR through W = A Ê^T on l1-normalised w (its rows train
 the bridge at 5e-4)."""
-
-
-def _minilm_sets(steps: int) -> tuple[str, ...]:
-    """The MiniLM rows' schedule when it is not the recipe's 30 steps: ``steps`` steps, one checkpoint at the end."""
-    return (f"train.phases.0.max_steps={steps}", f"train.checkpoint_every={steps}")
 
 
 NEGATIVES = "hardneg.jsonl"  # <out>/hardneg.jsonl: the BM25 negatives mined by the first trained row, reused
@@ -118,7 +117,7 @@ def rows() -> list[Row]:
         for bridge in ("none", "slr"):
             r.append(_train(f"minilm-{bridge}-300{'-s1' if seed else ''}",
                             f"MiniLM fine-tuned, {_name(bridge)}, 300 steps (seed {seed})", MINILM_RECIPE, bridge,
-                            seed, *_minilm_sets(300)))
+                            seed, *_schedule(300)))
     r += [Row("bm25", "BM25 (Table 4)", "bm25"),
           Row("splade-tiny", "splade-tiny (SPLADE, Table 4)", "sparse", model="shared:models/splade-tiny")]
     for side in ("passage", "both"):
