@@ -96,11 +96,12 @@ class DenseConfig(Section):
 
 class HybridConfig(Section):
     """Fusion of the sparse run with BM25 (``lexray evaluate --hybrid bm25``; CAI arXiv:2211.03988 §3.3, Eq. 8-9;
-    lexray.index.fusion, through ranx)."""
+    lexray.index.fusion, ranx's formulas)."""
 
     method: Literal["sum", "minmax", "zscore", "rrf"] = Field(
         "sum", description="sum = the paper's BM25 + sparse over the union of both lists (missing = 0); minmax / "
-        "zscore = ranx min-max / zmuv normalization first; rrf = ranx reciprocal rank fusion")
+        "zscore = min-max / zero-mean unit-variance normalization per query first (ranx's min-max / zmuv); rrf = "
+        "reciprocal rank fusion")
     weight: float | None = Field(None, ge=0, le=1, description="α, the sparse run's share: (1-α)·BM25 + α·sparse; "
                                  "None = 0.5 (ranks as the paper's plain sum); not allowed with rrf")
     depth: int | None = Field(None, ge=1, description="each list is cut to this many documents before fusing "
@@ -110,7 +111,7 @@ class HybridConfig(Section):
     @model_validator(mode="after")
     def _rrf_unweighted(self) -> HybridConfig:
         if self.method == "rrf" and self.weight is not None:
-            raise ValueError("hybrid.weight: ranx's rrf is unweighted; leave hybrid.weight unset with "
+            raise ValueError("hybrid.weight: rrf is unweighted; leave hybrid.weight unset with "
                              "hybrid.method=rrf")
         return self
 

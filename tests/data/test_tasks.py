@@ -71,6 +71,9 @@ def test_sub_corpus_keeps_every_judged_and_sampled_document(slice_dir, tmp_path)
     needed = {d for rel in beir.load_qrels(slice_dir, "test").values() for d in rel}
     needed |= {d for rel in beir.load_qrels(tmp_path / "pop16", "test").values() for d in rel}
     assert needed <= ids
+    # every other source document is held out for training, and none of them is in the tasks' corpus
+    held = {json.loads(line)["_id"] for line in open(m["heldout"], encoding="utf-8")}
+    assert m["heldout_docs"] == len(held) and not held & ids and held | ids == beir.corpus_ids(slice_dir)
     with pytest.raises(ValueError, match="corpus_docs=5 is smaller"):
         build_tasks(slice_dir, tmp_path / "x", n=20, seed=0, corpus_docs=5)
     with pytest.raises(ValueError, match="unknown task"):

@@ -42,3 +42,22 @@ def test_every_trained_row_sets_each_key_once():
     for row in (r for r in lsb.rows() if r.kind == "train"):
         keys = [x.split("=", 1)[0] for x in row.sets]
         assert len(keys) == len(set(keys)), (row.name, row.sets)
+
+
+def test_a_heldout_row_trains_on_the_tasks_heldout_pairs_and_a_claims_row_on_the_shared_negatives(tmp_path):
+    """The held-out rows' command trains on title → abstract pairs of ``<out>/tasks/_heldout`` (in-batch negatives
+    only), never on the mined claims file, even when one exists; a claims row picks that file up."""
+    (tmp_path / lsb.NEGATIVES).write_text("")
+
+    def trained(name: str):
+        train_cmd = lsb.row_commands(_row(name), tmp_path)[0]
+        sets = [train_cmd[i + 1] for i, a in enumerate(train_cmd) if a == "--set"]
+        keys = [s.split("=", 1)[0] for s in sets]
+        assert len(keys) == len(set(keys)), sets  # the printed command says what it trains
+        return load_config(train_cmd[train_cmd.index("--config") + 1], sets).train.phases[0]
+
+    phase = trained("tiny-slr-heldout-s1")
+    assert phase.data == "title_abstract_pairs" and phase.num_negatives == 0 and phase.max_steps == 300
+    assert phase.data_path == str(tmp_path / "tasks" / lsb.HELDOUT)
+    phase = trained("tiny-slr-300")
+    assert phase.data == "hard_negatives" and phase.data_path == str(tmp_path / lsb.NEGATIVES)

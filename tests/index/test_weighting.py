@@ -176,3 +176,22 @@ def test_fuse_sum_is_eq8_over_the_union_with_missing_scores_zero():
         fuse_runs(sparse, bm25, "rrf", weight=0.2)
     with pytest.raises(ValueError, match="hybrid.method"):
         fuse_runs(sparse, bm25, "combmnz")
+
+
+def test_minmax_zscore_and_rrf_follow_ranx_formulas_with_missing_documents_and_queries():
+    """The normalizations are per query and per list (ranx's min-max and zmuv, denominators floored at 1e-9), a
+    document missing from a list gets 0 after normalization, a query of one run only fuses with an empty list,
+    and RRF ranks ties by document id."""
+    sparse = {"q1": {"a": 4.0, "b": 2.0, "c": 0.0}, "q2": {"x": 5.0}}
+    bm25 = {"q1": {"a": 10.0, "d": 30.0}, "q3": {"z": 4.0, "y": 4.0}}
+    mm = fuse_runs(sparse, bm25, "minmax", weight=0.25)
+    # sparse (s-0)/4 → a 1, b .5, c 0; bm25 (s-10)/20 → a 0, d 1; one document: (5-5)/1e-9 = 0
+    assert mm["q1"] == pytest.approx({"d": 0.75, "a": 0.25, "b": 0.125, "c": 0.0})
+    assert list(mm["q1"])[:2] == ["d", "a"] and mm["q2"] == {"x": 0.0} and mm["q3"] == {"y": 0.0, "z": 0.0}
+    z = fuse_runs(sparse, bm25, "zscore")
+    sd = np.std([4.0, 2.0, 0.0])  # population std, as ranx's zmuv (np.std)
+    assert z["q1"] == pytest.approx({"a": 0.5 * (2 / sd) + 0.5 * -1.0, "b": 0.0, "c": 0.5 * (-2 / sd), "d": 0.5})
+    rrf = fuse_runs(sparse, bm25, "rrf", rrf_k=1)
+    assert rrf["q1"] == pytest.approx({"a": 1 / 2 + 1 / 3, "d": 1 / 2, "b": 1 / 3, "c": 1 / 4})
+    assert rrf["q3"] == pytest.approx({"y": 1 / 2, "z": 1 / 3})  # equal BM25 scores: ranked by document id
+    assert list(fuse_runs(sparse, bm25, "sum", k=2)["q1"]) == ["d", "a"]  # k cuts the fused list

@@ -54,7 +54,9 @@ def main(argv: list[str] | None = None) -> list[dict]:
             for c in ab.row_commands(r, out):
                 print(ab.shell_line(c))
         return []
-    if not (out / "tasks" / "lexray_tasks.json").is_file():
+    # a tasks folder from before the held-out corpus existed is built again: same seed, byte-identical task files
+    heldout = any(r.train_data == "heldout" for r in rows) and not (out / "tasks" / ab.HELDOUT / "corpus.jsonl").is_file()
+    if heldout or not (out / "tasks" / "lexray_tasks.json").is_file():
         out.mkdir(parents=True, exist_ok=True)
         subprocess.run([sys.executable, *tasks_cmd[1:]], check=True, cwd=REPO_ROOT)
     t0 = time.perf_counter()

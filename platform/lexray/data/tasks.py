@@ -17,7 +17,10 @@ the documents whose text has at least 64 words, so every span length fits) serve
 an ordinary BEIR folder (``corpus.jsonl``, ``queries.jsonl``, ``qrels/test.tsv``), so every retriever evaluates on
 it; the corpus is a symlink to the source's ``corpus.jsonl`` (never copied), or, with ``corpus_docs``, to one
 shared sub-corpus (``<out>/_corpus/corpus.jsonl``: every document the source split's qrels judge, the sampled
-passages, then a seeded fill up to ``corpus_docs``) for runs that cannot afford encoding the whole corpus.
+passages, then a seeded fill up to ``corpus_docs``) for runs that cannot afford encoding the whole corpus. With a
+sub-corpus, every other document of the source goes to ``<out>/_heldout/corpus.jsonl``: in-domain text for training
+(for example its title → abstract pairs) that no task ever retrieves or asks about, so a model trained on it has seen
+the collection's vocabulary but none of the evaluated passages.
 """
 
 from __future__ import annotations
@@ -103,10 +106,13 @@ def build_tasks(dataset: str | os.PathLike, out: str | os.PathLike, n: int = 200
         raise ValueError(f"{src}: only {len(eligible)} documents have >= {MIN_SOURCE_WORDS} words, n={n}")
     rng = np.random.default_rng(seed)
     picked = [eligible[i] for i in sorted(rng.choice(len(eligible), size=n, replace=False))]
-    corpus = _corpus(src, out, split, [p[0] for p in picked], all_ids, corpus_docs, rng) if (
-        corpus_docs is not None) else (src / "corpus.jsonl").resolve()
-    manifest: dict = {"source": str(src), "seed": seed, "n": n, "split": split, "corpus": str(corpus),
-                      "corpus_docs": corpus_docs, "tasks": {}}
+    manifest: dict = {"source": str(src), "seed": seed, "n": n, "split": split, "corpus_docs": corpus_docs}
+    if corpus_docs is None:
+        corpus = (src / "corpus.jsonl").resolve()
+    else:
+        corpus, heldout, n_heldout = _corpus(src, out, split, [p[0] for p in picked], all_ids, corpus_docs, rng)
+        manifest.update(heldout=str(heldout), heldout_docs=n_heldout)
+    manifest.update(corpus=str(corpus), tasks={})
     for task in tasks:
         folder = out / task
         (folder / "qrels").mkdir(parents=True, exist_ok=True)
@@ -135,23 +141,25 @@ def build_tasks(dataset: str | os.PathLike, out: str | os.PathLike, n: int = 200
 
 
 def _corpus(src: Path, out: Path, split: str, picked: list[str], all_ids: list[str], size: int,
-            rng: np.random.Generator) -> Path:
-    """The shared sub-corpus: judged documents of ``split``, the picked passages, a seeded fill up to ``size``."""
+            rng: np.random.Generator) -> tuple[Path, Path, int]:
+    """The shared sub-corpus (judged documents of ``split``, the picked passages, a seeded fill up to ``size``) and
+    the held-out corpus (every other document): their paths and the held-out document count."""
     keep = {d for rel in load_qrels(src, split).values() for d in rel} | set(picked)
     if len(keep) > size:
         raise ValueError(f"corpus_docs={size} is smaller than the {len(keep)} documents the tasks need "
                          f"(judged in {split} + sampled passages)")
     rest = [d for d in all_ids if d not in keep]
     keep |= {rest[i] for i in rng.choice(len(rest), size=min(size - len(keep), len(rest)), replace=False)}
-    path = out / "_corpus" / "corpus.jsonl"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lines = []
+    path, held = out / "_corpus" / "corpus.jsonl", out / "_heldout" / "corpus.jsonl"
+    lines: dict[bool, list[str]] = {True: [], False: []}
     with open(src / "corpus.jsonl", encoding="utf-8") as f:
         for line in f:
-            if line.strip() and json.loads(line).get("_id") in keep:
-                lines.append(line if line.endswith("\n") else line + "\n")
-    _write(path, "".join(lines))
-    return path.resolve()
+            if line.strip():
+                lines[json.loads(line).get("_id") in keep].append(line if line.endswith("\n") else line + "\n")
+    for p, kept in ((path, True), (held, False)):
+        p.parent.mkdir(parents=True, exist_ok=True)
+        _write(p, "".join(lines[kept]))
+    return path.resolve(), held.resolve(), len(lines[False])
 
 
 def _link(path: Path, target: Path) -> None:
