@@ -122,6 +122,17 @@ def _tail(log: Path, lines: int = 40) -> str:
     return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
 
 
+def _names(pids: set[int]) -> dict[int, str]:
+    """``{pid: command line}`` of live processes, for a failure message (which of Ray's processes was left)."""
+    out = {}
+    for p in pids:
+        try:
+            out[p] = " ".join(psutil.Process(p).cmdline())[:160]
+        except psutil.Error:
+            out[p] = "(gone)"
+    return out
+
+
 def _leftovers(pids: set[int], timeout: float = 30) -> set[int]:
     deadline = time.time() + timeout
     while _alive(pids) and time.time() < deadline:  # Ray's own shutdown takes a few seconds
@@ -143,11 +154,11 @@ def test_ctrl_c_then_success_leave_no_processes_locks_or_running_manifest(splade
     first, second = tmp_path / "interrupted.log", tmp_path / "rerun.log"
     rc, pids = _run_encode(args, first, interrupt_after_shards=2)
     assert rc == 130 and pids, _tail(first)  # lexray.cli: interrupted
-    assert not _leftovers(pids), _tail(first)
+    assert not _leftovers(pids), f"left running: {_names(_leftovers(pids, 0))}\n{_tail(first)}"
     assert load_manifest(out).status == "interrupted", _tail(first)
     assert not (out / ".lock").exists() and not list(out.glob(".*.tmp-*"))
     rc, pids = _run_encode(args, second)
-    assert rc == 0 and pids and not _leftovers(pids), _tail(second)
+    assert rc == 0 and pids and not _leftovers(pids), f"left running: {_names(_leftovers(pids, 0))}\n{_tail(second)}"
     m = load_manifest(out)
     assert m.status == "complete" and m.totals.shards_reused >= 2
     assert {p.name for p in out.iterdir()} - {f"part-{i:05d}.parquet" for i in range(6)} <= {
@@ -216,7 +227,7 @@ def _no_leftovers(pids: set[int], tmpdir, outputs) -> None:
     import shutil
 
     try:
-        assert pids and not _leftovers(pids), f"left running: {_leftovers(pids, 0)}"
+        assert pids and not _leftovers(pids), f"left running: {_names(_leftovers(pids, 0))}"
         assert {p.name for p in tmpdir.iterdir()} <= {"ray"}, sorted(p.name for p in tmpdir.iterdir())
         names = [p for p in outputs.rglob("*")]
         assert not [p for p in names if p.name in (".lock", "LOCK") or ".tmp-" in p.name
