@@ -107,14 +107,12 @@ def fuse_runs(sparse: Mapping[str, Mapping[str, float]], bm25: Mapping[str, Mapp
     qids = sorted(set(sparse) | set(bm25))
     a, b = _cut(sparse, qids, depth), _cut(bm25, qids, depth)
     out: RunDict = {}
+    if method == "rrf":  # a, b are in rank order (_cut): rank 1 first; unweighted
+        norm, wa, wb = (lambda hits: {d: 1.0 / (rrf_k + i + 1) for i, d in enumerate(hits)}), 1.0, 1.0
+    else:
+        norm, wa, wb = _NORMS[method], alpha, 1.0 - alpha
     for q in qids:
-        if method == "rrf":  # a, b are in rank order (_cut): rank 1 first
-            x = {d: 1.0 / (rrf_k + i + 1) for i, d in enumerate(a[q])}
-            y = {d: 1.0 / (rrf_k + i + 1) for i, d in enumerate(b[q])}
-            wa = wb = 1.0
-        else:
-            x, y = _NORMS[method](a[q]), _NORMS[method](b[q])
-            wa, wb = alpha, 1.0 - alpha
+        x, y = norm(a[q]), norm(b[q])
         fused = {d: wa * x.get(d, 0.0) + wb * y.get(d, 0.0) for d in (*x, *(d for d in y if d not in x))}
         ranked = sorted(fused.items(), key=lambda kv: (-kv[1], kv[0]))
         out[q] = dict(ranked if k is None else ranked[:k])
