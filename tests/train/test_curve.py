@@ -1,5 +1,5 @@
 """The LACONIC compute curve (lexray.train.curve, lexray laconic-curve): every cell's command is the main job's
-recipe with the cell's depth, 1:3 step split and seed; the record reads zero-shot and trained metrics and the
+recipe with the cell's depth, 1:7 step split and seed; the record reads zero-shot and trained metrics and the
 phases' wall time; a cached zero-shot evaluation counts as no encode time."""
 
 import json
@@ -28,7 +28,7 @@ def test_cell_command_is_the_recipe_with_the_cell_applied(tmp_path):
     assert cmd[1].endswith("jobs/train_laconic.py")
     cfg = load_config(curve.RECIPE, _sets(cmd))
     assert cfg.model.num_layers == 4 and cfg.train.seed == 3
-    assert [p.max_steps for p in cfg.train.phases] == [200, 600]
+    assert [p.max_steps for p in cfg.train.phases] == [100, 700]
     assert cfg.out_dir == str(tmp_path / "L4-S800-seed3")
     default = load_config(curve.RECIPE)
     assert [p.max_steps for p in default.train.phases] == list(curve.Cell(2, 320).phase_steps())

@@ -8,7 +8,9 @@ Why depth is the axis: per token one SmolLM2 layer costs 2 × 3.54M = 7.1 MFLOP 
 head restricted to SciFact's output vocabulary, so 8 layers cost about 2× the 2-layer model, not 4×, and all 30
 about 6×; and a truncated stack feeds the LM head features it was never trained on.
 
-A cell's steps are split 1:3 between the two phases as in the recipe (320 = 80 + 240, 1,280 = 320 + 960). Each cell
+A cell's steps are split 1:7 between the two phases as in the recipe (320 = 40 + 280, 1,280 = 160 + 1,120; the
+recipe's split since the default-budget grid of 2026-11-27, docs/recipes.md; at 1,440 steps the long grid scored a
+1:8 split below a 1:3 one on one seed, so long cells follow the default, not necessarily their best split). Each cell
 records zero-shot and trained SciFact test metrics, query and document terms, and where the wall time went: the
 zero-shot encode (0 when the evaluation cache answered), phase 1 and phase 2 (from the training log's wall clock)
 and the trained model's encode.
@@ -44,8 +46,8 @@ class Cell:
         return f"L{self.layers}-S{self.steps}" + (f"-seed{self.seed}" if self.seed is not None else "")
 
     def phase_steps(self) -> tuple[int, int]:
-        """The recipe's 1:3 split between pre-finetuning and finetuning (80 + 240)."""
-        first = self.steps // 4
+        """The recipe's 1:7 split between pre-finetuning and finetuning (40 + 280)."""
+        first = self.steps // 8
         return first, self.steps - first
 
 
