@@ -16,7 +16,7 @@ export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0
 cluster_log=$(mktemp "${TMPDIR:-/tmp}/lexray-cluster-tests.XXXXXX")
 .venv/bin/python -m pytest -q -p no:cacheprovider -m cluster tests/cluster >"$cluster_log" 2>&1 &
 cluster_pid=$!
-# the main call's Ctrl-C or failure must not leave the multi-node call running
+# a Ctrl-C or kill of this script must not leave the multi-node call running (a failed main call waits for it)
 trap 'kill "$cluster_pid" 2>/dev/null || true' INT TERM
 main_rc=0
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@" || main_rc=$?
