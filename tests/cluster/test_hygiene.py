@@ -158,11 +158,13 @@ def test_ctrl_c_then_success_leave_no_processes_locks_or_running_manifest(splade
     first, second = tmp_path / "interrupted.log", tmp_path / "rerun.log"
     rc, pids = _run_encode(args, first, interrupt_after_shards=2)
     assert rc == 130 and pids, _tail(first)  # lexray.cli: interrupted
-    assert not _leftovers(pids), f"left running: {_names(_leftovers(pids, 0))}\n{_tail(first)}"
+    left = _leftovers(pids)
+    assert not left, f"left running: {_names(left)}\n{_tail(first)}"
     assert load_manifest(out).status == "interrupted", _tail(first)
     assert not (out / ".lock").exists() and not list(out.glob(".*.tmp-*"))
     rc, pids = _run_encode(args, second)
-    assert rc == 0 and pids and not _leftovers(pids), f"left running: {_names(_leftovers(pids, 0))}\n{_tail(second)}"
+    left = _leftovers(pids)
+    assert rc == 0 and pids and not left, f"left running: {_names(left)}\n{_tail(second)}"
     m = load_manifest(out)
     assert m.status == "complete" and m.totals.shards_reused >= 2
     assert {p.name for p in out.iterdir()} - {f"part-{i:05d}.parquet" for i in range(6)} <= {
@@ -231,7 +233,8 @@ def _no_leftovers(pids: set[int], tmpdir, outputs) -> None:
     import shutil
 
     try:
-        assert pids and not _leftovers(pids), f"left running: {_names(_leftovers(pids, 0))}"
+        left = _leftovers(pids)
+        assert pids and not left, f"left running: {_names(left)}"
         assert {p.name for p in tmpdir.iterdir()} <= {"ray"}, sorted(p.name for p in tmpdir.iterdir())
         names = [p for p in outputs.rglob("*")]
         assert not [p for p in names if p.name in (".lock", "LOCK") or ".tmp-" in p.name

@@ -1,5 +1,5 @@
 """The LACONIC compute curve (lexray.train.curve, lexray laconic-curve): every cell's command is the main job's
-recipe with the cell's depth, 1:7 step split and seed; the record reads zero-shot and trained metrics and the
+recipe with the cell's depth, the recipe's step split and seed; the record reads zero-shot and trained metrics and the
 phases' wall time; a cached zero-shot evaluation counts as no encode time."""
 
 import json
@@ -32,6 +32,17 @@ def test_cell_command_is_the_recipe_with_the_cell_applied(tmp_path):
     assert cfg.out_dir == str(tmp_path / "L4-S800-seed3")
     default = load_config(curve.RECIPE)
     assert [p.max_steps for p in default.train.phases] == list(curve.Cell(2, 320).phase_steps())
+
+
+def test_steps_follow_the_given_recipes_split_and_a_one_phase_recipe_is_refused(tmp_path):
+    three_to_one = tmp_path / "r.yaml"
+    three_to_one.write_text(f"include: {curve.RECIPE}\ntrain: {{phases: [{{max_steps: 30}}, {{max_steps: 10}}]}}\n")
+    (cmd,) = curve.cell_commands(curve.Cell(2, 200), tmp_path, recipe=three_to_one)
+    assert [p.max_steps for p in load_config(three_to_one, _sets(cmd)).train.phases] == [150, 50]
+    one = tmp_path / "one.yaml"
+    one.write_text(f"include: {curve.RECIPE}\ntrain: {{phases: [{{max_steps: 30}}]}}\n")
+    with pytest.raises(ValueError, match="two phases with max_steps"):
+        curve.Cell(2, 200).phase_steps(one)
 
 
 def _entry(ndcg, encode_s):

@@ -8,9 +8,9 @@ Why depth is the axis: per token one SmolLM2 layer costs 2 × 3.54M = 7.1 MFLOP 
 head restricted to SciFact's output vocabulary, so 8 layers cost about 2× the 2-layer model, not 4×, and all 30
 about 6×; and a truncated stack feeds the LM head features it was never trained on.
 
-A cell's steps are split 1:7 between the two phases as in the recipe (320 = 40 + 280, 1,280 = 160 + 1,120; the
-recipe's split since the default-budget grid of 2026-11-27, docs/recipes.md; at 1,440 steps the long grid scored a
-1:8 split below a 1:3 one on one seed, so long cells follow the default, not necessarily their best split). Each cell
+A cell's steps are split between the two phases in the recipe's own proportion (the default's 40 + 280 since the
+default-budget grid of 2026-11-27, docs/recipes.md: 1,280 = 160 + 1,120; at 1,440 steps the long grid scored a 1:8
+split below a 1:3 one on one seed, so long cells follow the default, not necessarily their best split). Each cell
 records zero-shot and trained SciFact test metrics, query and document terms, and where the wall time went: the
 zero-shot encode (0 when the evaluation cache answered), phase 1 and phase 2 (from the training log's wall clock)
 and the trained model's encode.
@@ -45,9 +45,16 @@ class Cell:
     def name(self) -> str:
         return f"L{self.layers}-S{self.steps}" + (f"-seed{self.seed}" if self.seed is not None else "")
 
-    def phase_steps(self) -> tuple[int, int]:
-        """The recipe's 1:7 split between pre-finetuning and finetuning (40 + 280)."""
-        first = self.steps // 8
+    def phase_steps(self, recipe: Path = RECIPE) -> tuple[int, int]:
+        """``self.steps`` split between pre-finetuning and finetuning in ``recipe``'s proportion (its two phases'
+        ``max_steps``; the default's 40 + 280 gives 100 + 700 for 800 steps). Raises ValueError for a recipe
+        without exactly two phases with ``max_steps``."""
+        from lexray.config import load_config
+
+        steps = [p.max_steps for p in load_config(str(recipe)).train.phases]
+        if len(steps) != 2 or None in steps:
+            raise ValueError(f"{recipe}: the compute curve needs two phases with max_steps, got {steps}")
+        first = round(self.steps * steps[0] / (steps[0] + steps[1]))
         return first, self.steps - first
 
 
@@ -77,7 +84,7 @@ def parse_cell(name: str) -> Cell:
 
 def cell_commands(cell: Cell, out: Path, recipe: Path = RECIPE, sets: tuple[str, ...] = ()) -> list[list[str]]:
     """The cell's one command: the main job with the cell's depth, steps and seed, into ``out/<cell>/``."""
-    p1, p2 = cell.phase_steps()
+    p1, p2 = cell.phase_steps(recipe)
     cell_sets = [f"model.num_layers={cell.layers}", f"train.phases.0.max_steps={p1}",
                  f"train.phases.1.max_steps={p2}"]
     if cell.seed is not None:
