@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
-# The README's test command: idempotent set-up, then the whole suite (one shared Ray session, a timeout on
-# every Ray test) and, beside it, the multi-node tests (tests/cluster: a 3-node Ray cluster of their own, so a
-# second pytest process; `-m cluster`). Extra arguments go to the main pytest call.
+# The README's test command: idempotent set-up, then the whole suite in two pytest calls side by side:
+#   - the main call: every test but those below (one shared Ray session, a timeout on every Ray test);
+#   - the second call: the multi-node tests (tests/cluster: a 3-node Ray cluster of their own; marked `cluster`,
+#     which the main call deselects) and the Tune search end to end (tests/tune/test_search.py: `jobs/tune.py` run
+#     twice in its own process with its own Ray). Neither touches the main call's Ray session. The search moved
+#     there on 2026-11-27 to even out the two calls' CPU work (measured alone: ~1,380 and ~700 core-seconds; the
+#     search ~210), so that both end together instead of the main call running its last ~340 s alone on a
+#     quarter-idle machine (docs/operations.md, CI time).
+# Extra arguments go to the main pytest call.
 #
 # Why side by side: both calls leave a quarter of the 2 cores idle on average (Ray process start-ups, fault
 # injection waits, polls; vmstat over a quiet run, docs/operations.md), and each Ray instance is its own (the
@@ -14,16 +20,20 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0
 cluster_log=$(mktemp "${TMPDIR:-/tmp}/lexray-cluster-tests.XXXXXX")
-.venv/bin/python -m pytest -q -p no:cacheprovider -m cluster tests/cluster >"$cluster_log" 2>&1 &
+# The search first: tests/cluster/conftest.py puts Ray Train's default 2-s poll back for the rest of its session
+# (the main call's 0.5 s, tests/conftest.py, is what the search's few-step trials were written against).
+# -m "": no marker filter (pyproject's addopts deselect `cluster`).
+beside=(tests/tune/test_search.py tests/cluster)
+.venv/bin/python -m pytest -q -p no:cacheprovider -m "" "${beside[@]}" >"$cluster_log" 2>&1 &
 cluster_pid=$!
 # a Ctrl-C or kill of this script must not leave the multi-node call running (a failed main call waits for it)
 trap 'kill "$cluster_pid" 2>/dev/null || true' INT TERM
 main_rc=0
-.venv/bin/python -m pytest -q -p no:cacheprovider "$@" || main_rc=$?
+.venv/bin/python -m pytest -q -p no:cacheprovider "${beside[@]/#/--ignore=}" "$@" || main_rc=$?
 cluster_rc=0
 wait "$cluster_pid" || cluster_rc=$?
-echo "================ multi-node tests (pytest -m cluster tests/cluster, run beside the main call) ================"
+echo "================ second call (pytest ${beside[*]}, run beside the main call) ================"
 cat "$cluster_log"
 rm -f "$cluster_log"
-echo "main call: exit $main_rc; multi-node call: exit $cluster_rc"
+echo "main call: exit $main_rc; second call: exit $cluster_rc"
 [ "$main_rc" -eq 0 ] && [ "$cluster_rc" -eq 0 ]

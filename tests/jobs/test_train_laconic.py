@@ -1,6 +1,6 @@
 """The main job end to end, shrunk: ``jobs/train_laconic.py`` with its fast recipe (laconic-tiny) and overrides that
 cut every stage (2 steps per phase, negatives mined for 8 queries, 300 evaluated documents, top-64 terms per
-document), run as a user runs it: a separate Python process with its own Ray instance. Guards the whole chain — BM25 mining, two Ray Train phases
+document, one training worker and one encoder actor), run as a user runs it: a separate Python process with its own Ray instance. Guards the whole chain — BM25 mining, two Ray Train phases
 with the LoRA merge, Ray Data encoding, DuckDB index, search, pytrec_eval, metrics.json — which unit tests of the
 parts did not (the default job once failed writing its TREC run).
 
@@ -30,7 +30,11 @@ def test_train_laconic_default_recipe_end_to_end(tmp_path, capsys):
                  "train.phases.0.max_steps=2", "train.phases.1.max_steps=2",
                  "train.phases.0.global_batch_size=8", "train.phases.1.global_batch_size=4",
                  "train.phases.1.max_train_examples=8",  # BM25 negatives mined for the 8 queries it trains on
-                 "data.max_docs=300", "encode.doc_top_k=64"]
+                 "data.max_docs=300", "encode.doc_top_k=64",
+                 # one training worker and one encoder actor: each process costs ~12 core-seconds of imports and
+                 # start-up, more than its share of the work here; 2-worker DDP and 2-actor encodes are
+                 # tests/train/test_loop.py's and tests/encode/test_pipeline.py's (docs/operations.md, CI time)
+                 "train.num_workers=1", "encode.num_actors=1"]
     cmd = [sys.executable, str(REPO_ROOT / "jobs" / "train_laconic.py"), "--config",
            str(REPO_ROOT / "jobs" / "configs" / "laconic-tiny.yaml"), "--zero-shot"]
     for o in overrides:

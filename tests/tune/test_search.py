@@ -41,7 +41,7 @@ train:
   phases:
     - {name: ft, data: hard_negatives, max_steps: 4, global_batch_size: 4, num_negatives: 1, lr: 1.0e-4,
        query_max_length: 12, doc_max_length: 24, max_train_examples: 32}
-encode: {batch_size: 64, rows_per_shard: 25, doc_top_k: 64}
+encode: {batch_size: 64, rows_per_shard: 25, doc_top_k: 64, num_actors: 1}
 tune: {dev_queries: 8, dev_depth: 3, eval_every: 2, test_entries: 1}
 """
 

@@ -97,7 +97,10 @@ def prepare_dev(cfg: LexrayConfig, out: Path) -> tuple[LexrayConfig, DevSet]:
     assert_disjoint(cfg, dev_ids)
     index_dir = out / "bm25-index"
     if not list(index_dir.glob("segments_*")):
-        lucene.build_bm25_index(dataset, index_dir, overwrite=True, on_error=cfg.data.on_error)
+        # (the index is built here only when no mining built it: a recipe whose phases train on title -> abstract
+        # pairs; this call was wrong and never ran until 2026-11-27, docs/bugs-and-fixes.md)
+        lucene.build_bm25_index(beir.iter_id_text(dataset, on_error=cfg.data.on_error), index_dir, overwrite=True,
+                                show_progress=False)
     dev_queries = {q: queries[q] for q in split.dev}
     run = lucene.bm25_search(index_dir, dev_queries, k=tc.dev_depth, show_progress=False)
     dev_qrels = {q: dict(qrels[q]) for q in split.dev}
