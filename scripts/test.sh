@@ -26,7 +26,7 @@ cluster_log=$(mktemp "${TMPDIR:-/tmp}/lexray-cluster-tests.XXXXXX")
 beside=(tests/tune/test_search.py tests/cluster)
 .venv/bin/python -m pytest -q -p no:cacheprovider -m "" "${beside[@]}" >"$cluster_log" 2>&1 &
 cluster_pid=$!
-# a Ctrl-C or kill of this script must not leave the multi-node call running (a failed main call waits for it)
+# a Ctrl-C or kill of this script must not leave the second call running (a failed main call waits for it)
 trap 'kill "$cluster_pid" 2>/dev/null || true' INT TERM
 main_rc=0
 .venv/bin/python -m pytest -q -p no:cacheprovider "${beside[@]/#/--ignore=}" "$@" || main_rc=$?

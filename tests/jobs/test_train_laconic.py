@@ -1,8 +1,9 @@
 """The main job end to end, shrunk: ``jobs/train_laconic.py`` with its fast recipe (laconic-tiny) and overrides that
 cut every stage (2 steps per phase, negatives mined for 8 queries, 300 evaluated documents, top-64 terms per
-document, one training worker and one encoder actor), run as a user runs it: a separate Python process with its own Ray instance. Guards the whole chain — BM25 mining, two Ray Train phases
-with the LoRA merge, Ray Data encoding, DuckDB index, search, pytrec_eval, metrics.json — which unit tests of the
-parts did not (the default job once failed writing its TREC run).
+document, one training worker and one encoder actor), run as a user runs it: a separate Python process with its own
+Ray instance. Guards the whole chain — BM25 mining, two Ray Train phases with the LoRA merge, Ray Data encoding,
+DuckDB index, search, pytrec_eval, metrics.json — which unit tests of the parts did not (the default job once failed
+writing its TREC run).
 
 Why a subprocess rather than the shared Ray session: run inside the test process, the job left that session in
 a state where the next Ray Train fit (tests/train) never got its placement group (docs/bugs-and-fixes.md)."""
