@@ -36,6 +36,17 @@ def output_dir(cfg: LexrayConfig) -> Path:
     return Path(cfg.out_dir).resolve() if cfg.out_dir else (default_output_dir() / cfg.name).resolve()
 
 
+def bm25_index(dataset: Path, out: Path, on_error: str = "fail") -> Path:
+    """``out/bm25-index``: the dataset's Lucene BM25 index, built on first use and reused after (mining, a Tune
+    search's dev set). Raises what :func:`lexray.index.lucene.build_bm25_index` raises."""
+    from lexray.data.beir import iter_id_text
+    from lexray.index.lucene import build_bm25_index
+
+    index_dir = out / "bm25-index"
+    if not list(index_dir.glob("segments_*")):
+        build_bm25_index(iter_id_text(dataset, on_error=on_error), index_dir, overwrite=True)
+    return index_dir
+
 def prepare_hard_negatives(cfg: LexrayConfig, out: Path, exclude_query_ids: Collection[str] | None = None,
                            tag: str = "") -> LexrayConfig:
     """Mine BM25 hard negatives for every ``hard_negatives`` phase that has no ``data_path``.
@@ -58,9 +69,8 @@ def prepare_hard_negatives(cfg: LexrayConfig, out: Path, exclude_query_ids: Coll
     needs = [i for i, p in enumerate(cfg.train.phases) if p.data == "hard_negatives" and p.data_path is None]
     if not needs:
         return cfg
-    from lexray.data.beir import iter_id_text, resolve_dataset_dir
+    from lexray.data.beir import resolve_dataset_dir
     from lexray.data.mining import mine_bm25_negatives, write_groups_jsonl
-    from lexray.index.lucene import build_bm25_index
 
     dataset = resolve_dataset_dir(cfg.data.dataset)
     n_neg = max(cfg.train.phases[i].num_negatives for i in needs)
@@ -73,9 +83,7 @@ def prepare_hard_negatives(cfg: LexrayConfig, out: Path, exclude_query_ids: Coll
     first = "" if max_groups is None else f".first{max_groups}"
     path = out / "hardneg" / f"{dataset.name}.{cfg.data.train_split}{tag}.bm25.n{n_neg}{first}.jsonl"
     if not path.is_file():
-        index_dir = out / "bm25-index"
-        if not (index_dir / "segments_1").exists() and not list(index_dir.glob("segments_*")):
-            build_bm25_index(iter_id_text(dataset, on_error=cfg.data.on_error), index_dir, overwrite=True)
+        index_dir = bm25_index(dataset, out, cfg.data.on_error)
         groups, report = mine_bm25_negatives(dataset, index_dir, split=cfg.data.train_split,
                                              num_negatives=n_neg, seed=cfg.data.mining_seed,
                                              exclude_query_ids=exclude_query_ids, max_groups=max_groups)

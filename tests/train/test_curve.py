@@ -1,6 +1,6 @@
 """The LACONIC compute curve (lexray.train.curve, lexray laconic-curve): every cell's command is the main job's
-recipe with the cell's depth, the recipe's step split and seed; the record reads zero-shot and trained metrics and the
-phases' wall time; a cached zero-shot evaluation counts as no encode time."""
+recipe with the cell's depth, the recipe's step split and seed; the record reads zero-shot and trained metrics and
+the phases' wall time; a cached zero-shot evaluation counts as no encode time."""
 
 import json
 

@@ -82,7 +82,7 @@ def prepare_dev(cfg: LexrayConfig, out: Path) -> tuple[LexrayConfig, DevSet]:
     """
     from lexray.data import beir
     from lexray.index import lucene
-    from lexray.workflows import prepare_hard_negatives
+    from lexray.workflows import bm25_index, prepare_hard_negatives
 
     dataset = beir.resolve_dataset_dir(cfg.data.dataset)
     split_name = cfg.data.train_split
@@ -95,12 +95,7 @@ def prepare_dev(cfg: LexrayConfig, out: Path) -> tuple[LexrayConfig, DevSet]:
     cfg = prepare_hard_negatives(cfg, out, exclude_query_ids=dev_ids,
                                  tag=f".minus-dev{tc.dev_queries}-s{tc.dev_seed}")
     assert_disjoint(cfg, dev_ids)
-    index_dir = out / "bm25-index"
-    if not list(index_dir.glob("segments_*")):
-        # (the index is built here only when no mining built it: a recipe whose phases train on title -> abstract
-        # pairs; this call was wrong and never ran until 2026-11-27, docs/bugs-and-fixes.md)
-        lucene.build_bm25_index(beir.iter_id_text(dataset, on_error=cfg.data.on_error), index_dir, overwrite=True,
-                                show_progress=False)
+    index_dir = bm25_index(dataset, out, cfg.data.on_error)  # mining's, or built now (a recipe without mining)
     dev_queries = {q: queries[q] for q in split.dev}
     run = lucene.bm25_search(index_dir, dev_queries, k=tc.dev_depth, show_progress=False)
     dev_qrels = {q: dict(qrels[q]) for q in split.dev}
