@@ -133,6 +133,19 @@ def ray_loop(args) -> tuple[list[float], list[float]]:
     return [m["wall_time"] for m in hist], [m["step_time_s"] for m in hist]
 
 
+def local_loop(args) -> tuple[list[float], list[float]]:
+    """``--against local``: lexray's own training loop in this process without Ray (``train.loop.train_local``,
+    the loop every Ray Train worker runs), in place of the Ray run. Against the plain loop it measures what
+    lexray's loop itself adds (metrics, logging, the strategy object); the default run's ratio minus this one is
+    what Ray Train adds. Same return as :func:`ray_loop`."""
+    from lexray.train.loop import train_local
+
+    with tempfile.TemporaryDirectory() as tmp:
+        _, rep = train_local(make_cfg(args), Path(tmp) / "run")
+    hist = [m for m in rep.history if "wall_time" in m]
+    return [m["wall_time"] for m in hist], [m["step_time_s"] for m in hist]
+
+
 TAG_ENV = "LEXRAY_TRAIN_STEP_BENCH"
 
 
@@ -182,6 +195,10 @@ def bracket_main(args) -> None:
         return
     if args.bracket == "plain":
         times, walls = plain_loop(args)
+    elif args.against == "local":
+        walls, worker = local_loop(args)
+        times = [b - a for a, b in zip(walls, walls[1:], strict=False)]
+        times = [float("nan"), *times]
     else:
         import ray
 
@@ -469,6 +486,10 @@ def main() -> None:
     ap.add_argument("--allow-other-ray", action="store_true",
                     help="run although other Ray processes are live (a smoke run on a shared machine: the numbers "
                     "are not a measurement)")
+    ap.add_argument("--against", choices=["ray", "local"], default="ray",
+                    help="what the plain loop is compared with: ray (default, the reported figure): lexray on Ray "
+                    "Train; local: lexray's own loop in process without Ray (a diagnostic: what the loop itself "
+                    "adds, so that the default's ratio can be split into lexray's loop and Ray)")
     ap.add_argument("--out", type=Path, default=Path("outputs/benchmarks/train_step.json"))
     ap.add_argument("--bracket", choices=["plain", "ray"], help=argparse.SUPPRESS)
     ap.add_argument("--bracket-out", help=argparse.SUPPRESS)
@@ -483,7 +504,8 @@ def main() -> None:
     if args.brackets < 1 or args.warmup < 1 or args.steps <= args.warmup + 1:
         raise SystemExit("--brackets and --warmup must be >= 1, and --steps > --warmup + 1")
     argv = ["--model", args.model, "--batch", str(args.batch), "--qlen", str(args.qlen), "--dlen", str(args.dlen),
-            "--steps", str(args.steps), "--warmup", str(args.warmup), "--cpus", str(args.cpus)]
+            "--steps", str(args.steps), "--warmup", str(args.warmup), "--cpus", str(args.cpus),
+            "--against", args.against]
     other = ray_processes()
     t_wait = time.monotonic()
     while other and not args.allow_other_ray and time.monotonic() - t_wait < 60:
@@ -498,7 +520,7 @@ def main() -> None:
     if args.mode == "interleaved":
         raw = run_interleaved(args, argv, tag)
         summary = summarise_turns(raw["ray_walls"], raw["plain_steps"], raw["switches"])
-        out = {"benchmark": "train_step", "mode": "interleaved", "model": args.model, "global_batch": args.batch,
+        out = {"benchmark": "train_step", "mode": "interleaved", "against": args.against, "model": args.model, "global_batch": args.batch,
                "query_len": args.qlen, "doc_len": args.dlen, "ray_steps": args.steps, "window_s": args.window_s,
                "warmup_steps": args.warmup, "machine": f"{platform.machine()} {os.cpu_count()} cpus",
                "other_ray_processes_at_start": len(other), "load_average_1m_at_start": load_start,
