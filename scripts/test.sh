@@ -3,7 +3,7 @@
 #   - the main call: every test but those below (one shared Ray session, a timeout on every Ray test);
 #   - the second call: the multi-node tests (tests/cluster: a 3-node Ray cluster of their own; marked `cluster`,
 #     which the main call deselects), the Tune search end to end (tests/tune/test_search.py: `jobs/tune.py` run
-#     twice in its own process with its own Ray) and the GGUF and ONNX tests (no Ray). None touches the main
+#     twice in its own process with its own Ray) and three test files without Ray (below). None touches the main
 #     call's Ray session. The search moved there on 2026-11-27 to even out the two calls' CPU work (measured
 #     alone: ~1,380 and ~700 core-seconds; the search ~210), so that both end together instead of the main call
 #     running its last ~340 s alone on a quarter-idle machine (docs/operations.md, CI time).
@@ -23,10 +23,12 @@ cluster_log=$(mktemp "${TMPDIR:-/tmp}/lexray-cluster-tests.XXXXXX")
 # The search first: tests/cluster/conftest.py puts Ray Train's default 2-s poll back for the rest of its session
 # (the main call's 0.5 s, tests/conftest.py, is what the search's few-step trials were written against).
 # -m "": no marker filter (pyproject's addopts deselect `cluster`).
-# tests/models/test_gguf.py and test_onnx_export.py: no Ray at all, ~40 and ~30 core-seconds (the real SmolLM2 GGUF
-# converted once; exports checked against onnxruntime): they even the two calls out (on 26aa01c, with the GGUF
-# tests moved, the main call still ended ~80 s after the second; measured 2026-11-27).
-beside=(tests/tune/test_search.py tests/models/test_gguf.py tests/models/test_onnx_export.py tests/cluster)
+# Three test files without Ray even the two calls out: tests/models/test_gguf.py (~40 core-seconds: the real SmolLM2
+# GGUF converted once), tests/models/test_onnx_export.py (~30: exports checked against onnxruntime) and
+# tests/vocab/test_expand.py (~26: vocabulary expansion on the real BPE tokenizer). Measured 2026-11-27: with the
+# GGUF tests moved, the main call ended ~80 s after the second (26aa01c); with the ONNX tests too, ~46 s (528e11c).
+beside=(tests/tune/test_search.py tests/models/test_gguf.py tests/models/test_onnx_export.py
+        tests/vocab/test_expand.py tests/cluster)
 .venv/bin/python -m pytest -q -p no:cacheprovider -m "" "${beside[@]}" >"$cluster_log" 2>&1 &
 cluster_pid=$!
 # a Ctrl-C or kill of this script must not leave the second call running (a failed main call waits for it)
