@@ -34,7 +34,7 @@ def pytest_collection_modifyitems(config, items):
     """The tests that use ``ray_session`` run last, in their files' order; the others keep theirs, first. Why: the
     session is started for its first user and stopped at the end of the run, and idle it is not free (Ray Data's
     session-wide actors, the GCS and raylet polls: ~4.8 core-seconds a minute, measured 2026-11-27).
-    Alphabetically its first user (tests/encode) came ~1 minute into the run, so it idled through the ~12 minutes of
+    Alphabetically its first user (tests/encode) came ~1 minute into the run, so it idled through the ~10 minutes of
     tests between tests/encode and tests/train. No other test depends on it: a test that needs Ray asks for it, and
     the jobs run as subprocesses start their own. tests/cluster/conftest.py does the same for its cluster."""
     users = [i for i in items if "ray_session" in getattr(i, "fixturenames", ())]
