@@ -40,12 +40,10 @@ def bm25_index(dataset: Path, out: Path, on_error: str = "fail") -> Path:
     """``out/bm25-index``: the dataset's Lucene BM25 index, built on first use and reused after (mining, a Tune
     search's dev set). Raises what :func:`lexray.index.lucene.build_bm25_index` raises."""
     from lexray.data.beir import iter_id_text
-    from lexray.index.lucene import build_bm25_index
+    from lexray.index.lucene import ensure_bm25_index
 
-    index_dir = out / "bm25-index"
-    if not list(index_dir.glob("segments_*")):
-        build_bm25_index(iter_id_text(dataset, on_error=on_error), index_dir, overwrite=True)
-    return index_dir
+    return ensure_bm25_index(lambda: iter_id_text(dataset, on_error=on_error), out / "bm25-index")
+
 
 def prepare_hard_negatives(cfg: LexrayConfig, out: Path, exclude_query_ids: Collection[str] | None = None,
                            tag: str = "") -> LexrayConfig:

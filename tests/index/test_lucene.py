@@ -259,3 +259,23 @@ def test_bm25_scifact_reproduces_anserini_flat_regression(scifact_dir, scifact_b
     print("SciFact BM25:", got)
     for name, published in ANSERINI_SCIFACT_FLAT_BM25.items():
         assert abs(got[name] - published) <= 0.002, (name, got[name], published)
+
+
+def test_ensure_bm25_index_builds_once_then_reuses_without_reading_the_documents(tmp_path):
+    """The shared check-then-build (mining, a Tune dev set, a BM25 teacher): the documents are read only when the
+    folder holds no Lucene index yet; the second call returns the same index untouched."""
+    reads = []
+
+    def documents():
+        reads.append(1)
+        return iter([("d1", "vitamin d deficiency and bone fractures"), ("d2", "rhinovirus causes the common cold")])
+
+    index_dir = lucene.ensure_bm25_index(documents, tmp_path / "bm25")
+    segments = sorted(p.name for p in index_dir.glob("segments_*"))
+    assert reads == [1] and segments
+    mtimes = {p.name: p.stat().st_mtime_ns for p in index_dir.iterdir()}
+    assert lucene.ensure_bm25_index(documents, tmp_path / "bm25") == index_dir
+    assert reads == [1]  # not read, not rebuilt
+    assert {p.name: p.stat().st_mtime_ns for p in index_dir.iterdir()} == mtimes
+    run = lucene.bm25_search(index_dir, {"q": "common cold"}, k=2, show_progress=False)
+    assert next(iter(run["q"])) == "d2"

@@ -139,11 +139,9 @@ def score_bm25(groups: Sequence[HardNegativeGroup], corpus_dir: Path, teacher: T
                index_dir: str | os.PathLike) -> tuple[list[HardNegativeGroup], TeacherReport]:
     """BM25 teacher scores (see the module docstring); builds ``index_dir`` when it holds no Lucene index."""
     from lexray.data.beir import iter_id_text
-    from lexray.index.lucene import bm25_search_fn, build_bm25_index
+    from lexray.index.lucene import bm25_search_fn, ensure_bm25_index
 
-    index_dir = Path(index_dir)
-    if not list(index_dir.glob("segments_*")):
-        build_bm25_index(iter_id_text(corpus_dir, on_error="skip"), index_dir, overwrite=True)
+    index_dir = ensure_bm25_index(lambda: iter_id_text(corpus_dir, on_error="skip"), index_dir)
     search = bm25_search_fn(index_dir, k1=teacher.k1, b=teacher.b, show_progress=False)
     report = TeacherReport(groups=len(groups), settings=teacher_identity(teacher))
     runs: dict[str, dict[str, float]] = {}

@@ -26,6 +26,7 @@ from lexray.index.lucene.bm25 import (
     bm25_search,
     bm25_search_fn,
     build_bm25_index,
+    ensure_bm25_index,
     write_json_collection,
 )
 from lexray.index.lucene.impact import (
@@ -55,8 +56,9 @@ from lexray.index.quantization import quantize
 
 __all__ = [
     "AnseriniError", "AnseriniRun", "LuceneIndexStats", "Run", "run_anserini", "BM25Searcher", "SearchFn",
-    "bm25_search", "bm25_search_fn", "build_bm25_index", "write_json_collection", "IMPACT_META_FILE", "VOCAB_FILE",
-    "ExportStats", "ImpactSearcher", "build_impact_index", "export_json_vectors", "impact_search", "weight_scores",
+    "bm25_search", "bm25_search_fn", "build_bm25_index", "ensure_bm25_index", "write_json_collection",
+    "IMPACT_META_FILE", "VOCAB_FILE", "ExportStats", "ImpactSearcher", "build_impact_index", "export_json_vectors",
+    "impact_search", "weight_scores",
     "iter_sparse_shards", "max_weight", "quantize_query", "term_token", "token_term", "REQUIRED_JAVA_MAJOR",
     "JavaSetupError", "anserini_jar", "ensure_jvm", "java_executable", "java_home", "quantize",
 ]

@@ -149,6 +149,18 @@ class BM25Searcher:
         self._searcher.close()
 
 
+def ensure_bm25_index(documents: Callable[[], Iterable[tuple[str, str]]], index_dir: str | os.PathLike
+                      ) -> Path:
+    """``index_dir`` as a BM25 index: built from ``documents()`` (called only then) when it holds no Lucene index
+    yet, reused as it is otherwise. The one check-then-build of the callers that share an index across steps
+    (mining and a Tune search's dev set, ``lexray.workflows.bm25_index``; a BM25 teacher,
+    ``lexray.train.teacher``). Raises what :func:`build_bm25_index` raises."""
+    index_dir = Path(index_dir)
+    if not list(index_dir.glob("segments_*")):
+        build_bm25_index(documents(), index_dir, overwrite=True)
+    return index_dir
+
+
 def bm25_search(index_dir: str | os.PathLike, queries: Mapping[str, str], k: int = 1000, *, k1: float = 0.9,
                 b: float = 0.4, threads: int = 2, remove_query: bool = False, show_progress: bool = True) -> Run:
     """One-shot BM25 search of ``queries`` ``{qid: text}``; see :class:`BM25Searcher`."""
