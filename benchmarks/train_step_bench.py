@@ -136,8 +136,8 @@ def ray_loop(args) -> tuple[list[float], list[float]]:
 def local_loop(args) -> tuple[list[float], list[float]]:
     """``--against local``: lexray's own training loop in this process without Ray (``train.loop.train_local``,
     the loop every Ray Train worker runs), in place of the Ray run. Against the plain loop it measures what
-    lexray's loop itself adds (metrics, logging, the strategy object); the default run's ratio minus this one is
-    what Ray Train adds. Same return as :func:`ray_loop`."""
+    lexray's loop itself adds (metrics, logging, the strategy object); the default run's ratio over this one is
+    roughly what Ray Train adds. Same return as :func:`ray_loop`."""
     from lexray.train.loop import train_local
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -195,17 +195,16 @@ def bracket_main(args) -> None:
         return
     if args.bracket == "plain":
         times, walls = plain_loop(args)
-    elif args.against == "local":
-        walls, worker = local_loop(args)
-        times = [b - a for a, b in zip(walls, walls[1:], strict=False)]
-        times = [float("nan"), *times]
     else:
-        import ray
+        if args.against == "local":
+            walls, worker = local_loop(args)
+        else:
+            import ray
 
-        walls, worker = ray_loop(args)
-        ray.shutdown()
-        times = [b - a for a, b in zip(walls, walls[1:], strict=False)]  # step k's time = wall[k] - wall[k-1]
-        times = [float("nan"), *times]
+            walls, worker = ray_loop(args)
+            ray.shutdown()
+        # step k's time = wall[k] - wall[k-1]
+        times = [float("nan"), *(b - a for a, b in zip(walls, walls[1:], strict=False))]
     w = args.warmup
     if len(walls) <= w:
         raise SystemExit(f"{len(walls)} logged steps: --steps must exceed --warmup ({w})")
@@ -521,8 +520,8 @@ def main() -> None:
         raw = run_interleaved(args, argv, tag)
         summary = summarise_turns(raw["ray_walls"], raw["plain_steps"], raw["switches"])
         out = {"benchmark": "train_step", "mode": "interleaved", "against": args.against, "model": args.model,
-               "global_batch": args.batch, "query_len": args.qlen, "doc_len": args.dlen, "ray_steps": args.steps, "window_s": args.window_s,
-               "warmup_steps": args.warmup, "machine": f"{platform.machine()} {os.cpu_count()} cpus",
+               "global_batch": args.batch, "query_len": args.qlen, "doc_len": args.dlen, "ray_steps": args.steps,
+               "window_s": args.window_s, "warmup_steps": args.warmup, "machine": f"{platform.machine()} {os.cpu_count()} cpus",
                "other_ray_processes_at_start": len(other), "load_average_1m_at_start": load_start,
                "load_average_1m_at_end": os.getloadavg()[0], "wall_s": time.monotonic() - t_run,
                "ray_processes_left": wait_no_ray(tag + "-ray"), **summary, "raw": raw}
@@ -545,8 +544,7 @@ def main() -> None:
         print(f"bracket {i + 1}/{n} {b['kind']}: {statistics.mean(b['step_s']):.3f} s/step", flush=True)
     summary = summarise(brackets)
     out = {"benchmark": "train_step", "mode": "brackets", "against": args.against, "model": args.model,
-           "global_batch": args.batch, "query_len": args.qlen,
-           "doc_len": args.dlen, "steps": args.steps, "warmup_steps_excluded": args.warmup,
+           "global_batch": args.batch, "query_len": args.qlen, "doc_len": args.dlen, "steps": args.steps, "warmup_steps_excluded": args.warmup,
            "brackets": args.brackets, "warmup_brackets": args.warmup_brackets,
            "machine": f"{platform.machine()} {os.cpu_count()} cpus",
            "other_ray_processes_at_start": len(other), "load_average_1m_at_start": load_start,

@@ -34,8 +34,9 @@ def pytest_collection_modifyitems(config, items):
     """The tests that use ``ray_session`` run last, in their files' order; the others keep theirs, first. Why: the
     session is started for its first user and stopped at the end of the run, and idle it is not free (Ray Data's
     session-wide actors, the GCS and raylet polls: ~4.8 core-seconds a minute, measured 2026-11-27).
-    Alphabetically its first user (tests/encode) came ~1 minute into the run, so it idled through the ~10 minutes of
-    tests between tests/encode and tests/train. No other test depends on it: a test that needs Ray asks for it, and
+    Alphabetically its first user (tests/encode) came ~20 s of tests into the run, so it idled through the tests
+    between tests/encode and tests/train: ~8 minutes of them measured with the main call alone, longer beside the
+    second call. No other test depends on it: a test that needs Ray asks for it, and
     the jobs run as subprocesses start their own. tests/cluster/conftest.py does the same for its cluster."""
     users = [i for i in items if "ray_session" in getattr(i, "fixturenames", ())]
     if users:
