@@ -59,3 +59,18 @@ def test_closing_line_does_not_show_a_stopped_local_dashboard_as_live(monkeypatc
     monkeypatch.setattr(ray_utils, "_LOCAL", {})  # attached to a cluster
     monkeypatch.setattr(ray_utils, "dashboard_url", lambda: "http://10.0.0.1:8265")
     assert ray_utils.dashboard_closing_line() == "Ray dashboard: http://10.0.0.1:8265"
+
+
+@pytest.mark.timeout(120)
+def test_a_local_instance_runs_ray_train_without_the_preemption_watcher(ray_session):
+    """The suite's session is a local instance started by init_ray: its workers, where Ray Train's controller runs
+    and reads the switch, see the pre-emption watcher turned off (one process fewer per fit; nothing to drain on a
+    job's own one-node Ray). An attached cluster keeps Ray's default (init_ray sets nothing when attaching)."""
+    from lexray.ray_utils import PREEMPTION_WATCHER_ENV, started_locally
+
+    @ray_session.remote(num_cpus=0)
+    def switch():
+        return os.environ.get(PREEMPTION_WATCHER_ENV)
+
+    assert started_locally()
+    assert ray_session.get(switch.remote(), timeout=60) == "0"

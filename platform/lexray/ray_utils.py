@@ -18,6 +18,9 @@ os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
 
 log = logging.getLogger(__name__)
 
+PREEMPTION_WATCHER_ENV = "RAY_TRAIN_ENABLE_PREEMPTION_WATCHER"
+"""Ray Train V2's switch for its per-worker-group PreemptionWatcher actor (``ray.train.v2._internal.constants``)."""
+
 _LOCAL: dict[str, str | None] = {}  # {"dashboard": url or None} once this process started its own Ray instance
 
 
@@ -94,6 +97,13 @@ def _init(ray, address, num_cpus, kwargs):
         address = os.environ["RAY_ADDRESS"]
     if address is None:
         reap_orphaned_agents()  # what a killed earlier driver's Ray left behind (docs/operations.md, hygiene)
+        # Ray Train V2 starts a PreemptionWatcher actor beside every worker group: it polls the GCS for nodes being
+        # drained (an autoscaler or a cloud reclaiming a machine) and logs what it finds. A job's own one-node
+        # instance has no autoscaler and no node to drain, so the watcher is one more process per fit for nothing
+        # (~2.5 core-s to start, then a poll every 5 s and Ray's 10-ms wake-ups: docs/training.md, "Measured").
+        # Its raylet passes the driver's environment to Train's controller, which reads this switch. A user's own
+        # setting wins; an attached cluster (below) keeps Ray's default.
+        os.environ.setdefault(PREEMPTION_WATCHER_ENV, "0")
         # Starting a local instance fails transiently on a machine shared with other heavy jobs: Ray gives the
         # raylet 30 s (hard-coded) to register ("The current node timed out during startup"), and the dashboard
         # may not come up in time. Try again; the last attempt goes without the dashboard (training does not
