@@ -179,7 +179,8 @@ def _inject_fault(fault_injection: dict | list[dict] | None, phase: int, done: i
     the OOM killer or a pre-empted machine does: no Python cleanup, Ray sees the actor die; after ``delay_s``
     seconds, default 0); ``"hold"`` writes the
     marker and sleeps up to ``hold_s`` seconds (default 120) so that a test can remove the worker's node while
-    it is mid-phase, then raises. A list injects several faults (each with its own marker)."""
+    it is mid-phase, then raises. A list injects several faults (each with its own marker). Runs that share a
+    marker (the trials of one Tune search) share the fault: the first to reach the step takes it."""
     if isinstance(fault_injection, list):
         for f in fault_injection:
             _inject_fault(f, phase, done, r)
@@ -189,16 +190,19 @@ def _inject_fault(fault_injection: dict | list[dict] | None, phase: int, done: i
     if fault_injection.get("rank") is not None and r != fault_injection["rank"]:
         return
     marker = Path(fault_injection["marker"]).with_suffix(f".rank{r}")
-    if not marker.exists():
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.write_text(f"injected pid={os.getpid()}")
-        mode = fault_injection.get("mode", "raise")
-        if mode == "kill":
-            time.sleep(float(fault_injection.get("delay_s", 0)))  # let the controller collect the last report
-            os.kill(os.getpid(), signal.SIGKILL)
-        elif mode == "hold":
-            time.sleep(float(fault_injection.get("hold_s", 120)))
-        raise RuntimeError(f"injected failure after step {done} (fault_injection, tests only)")
+    marker.parent.mkdir(parents=True, exist_ok=True)
+    try:  # created atomically: of several runs sharing one marker (Tune trials), exactly one takes the fault
+        with marker.open("x") as f:
+            f.write(f"injected pid={os.getpid()}")
+    except FileExistsError:
+        return
+    mode = fault_injection.get("mode", "raise")
+    if mode == "kill":
+        time.sleep(float(fault_injection.get("delay_s", 0)))  # let the controller collect the last report
+        os.kill(os.getpid(), signal.SIGKILL)
+    elif mode == "hold":
+        time.sleep(float(fault_injection.get("hold_s", 120)))
+    raise RuntimeError(f"injected failure after step {done} (fault_injection, tests only)")
 
 
 def report_checkpoint(reporter, metrics: dict, state: TrainerState, model: str | Path | None = None,

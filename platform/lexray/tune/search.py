@@ -97,8 +97,10 @@ class SearchResult:
 
 
 def run_search(cfg: LexrayConfig, space: SearchSpace, out: str | Path, experiment: str | None = None,
-               evaluate_test: bool = True) -> SearchResult:
+               evaluate_test: bool = True, fault_injection: dict | None = None) -> SearchResult:
     """Run (or resume) the search of ``space`` over ``cfg`` and write every output (module docstring).
+    ``fault_injection``: tests only, passed to every trial's training (:func:`lexray.train.runner.run_phase`);
+    the trials share its marker, so the first trial to reach the step takes the fault.
 
     Raises:
         lexray.tune.space.SpaceError: a parameter the config does not accept (key named), before anything runs.
@@ -127,7 +129,7 @@ def run_search(cfg: LexrayConfig, space: SearchSpace, out: str | Path, experimen
     storage = out / "tune"
     trainable = tune.with_resources(
         tune.with_parameters(run_trial, base=cfg.model_dump(mode="json"), dev=dev, out=str(out),
-                             hybrid=space.hybrid),
+                             hybrid=space.hybrid, fault_injection=fault_injection),
         {"cpu": TRIAL_CPUS})
     exp_path = storage / experiment
     if tune.Tuner.can_restore(str(exp_path)):

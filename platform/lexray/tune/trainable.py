@@ -44,9 +44,11 @@ def trial_dir(out: str | Path, trial_id: str) -> Path:
     return Path(out) / "trials" / trial_id
 
 
-def run_trial(params: dict[str, Any], *, base: dict, dev: DevSet, out: str, hybrid: str | None = None) -> None:
+def run_trial(params: dict[str, Any], *, base: dict, dev: DevSet, out: str, hybrid: str | None = None,
+              fault_injection: dict | None = None) -> None:
     """The function trainable: config = ``base`` + ``params`` → fit → final report with ``model_dir``.
     ``hybrid="bm25"`` (the space's ``hybrid``): the dev evaluations fuse with BM25 by the trial's ``hybrid.*``.
+    ``fault_injection``: tests only (:func:`lexray.tune.search.run_search`).
 
     Raises (the trial is then recorded as failed, with the message as its reason):
         lexray.config.ConfigError: a sampled value the config rejects (names the key).
@@ -64,7 +66,7 @@ def run_trial(params: dict[str, Any], *, base: dict, dev: DevSet, out: str, hybr
     evaluator = DevEvaluator(dev, every=cfg.tune.eval_every, batch_size=cfg.tune.eval_batch_size,
                              hybrid=cfg.hybrid if hybrid else None)
     trainer = build_trainer(cfg, name="train", storage_path=storage, evaluator=evaluator,
-                            callbacks=[DevReportCallback()])
+                            callbacks=[DevReportCallback()], fault_injection=fault_injection)
     result = train_result(trainer.fit(), training_run_dir(cfg, "train", storage)[2])
     last = next((m for m in reversed(result.history) if "dev_nDCG@10" in m), {})
     final = {k: v for k, v in last.items() if isinstance(v, int | float)}
