@@ -65,7 +65,7 @@ def test_closing_line_does_not_show_a_stopped_local_dashboard_as_live(monkeypatc
 def test_a_local_instance_runs_ray_train_without_the_preemption_watcher(ray_session):
     """The suite's session is a local instance started by init_ray: its workers, where Ray Train's controller runs
     and reads the switch, see the pre-emption watcher turned off (one process fewer per fit; nothing to drain on a
-    job's own one-node Ray). An attached cluster keeps Ray's default (init_ray sets nothing when attaching)."""
+    job's own one-node Ray). The attached case is the test below."""
     from lexray.ray_utils import PREEMPTION_WATCHER_ENV, started_locally
 
     @ray_session.remote(num_cpus=0)
@@ -74,3 +74,22 @@ def test_a_local_instance_runs_ray_train_without_the_preemption_watcher(ray_sess
 
     assert started_locally()
     assert ray_session.get(switch.remote(), timeout=60) == "0"
+
+
+def test_attaching_to_a_cluster_leaves_the_preemption_watcher_to_ray(monkeypatch):
+    """A job attached to a cluster (``ray job submit``, an explicit address) keeps Ray's default, the watcher on:
+    nodes there can be drained. Ray itself is replaced by a recorder (no cluster is started)."""
+    from lexray import ray_utils
+
+    monkeypatch.delenv(ray_utils.PREEMPTION_WATCHER_ENV, raising=False)
+    calls = []
+
+    class Recorder:
+        @staticmethod
+        def init(**kwargs):
+            calls.append(kwargs)
+            return "context"
+
+    assert ray_utils._init(Recorder, "127.0.0.1:6379", None, {}) == "context"
+    assert calls and calls[0]["address"] == "127.0.0.1:6379"
+    assert ray_utils.PREEMPTION_WATCHER_ENV not in os.environ
