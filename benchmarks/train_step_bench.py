@@ -521,7 +521,8 @@ def main() -> None:
         summary = summarise_turns(raw["ray_walls"], raw["plain_steps"], raw["switches"])
         out = {"benchmark": "train_step", "mode": "interleaved", "against": args.against, "model": args.model,
                "global_batch": args.batch, "query_len": args.qlen, "doc_len": args.dlen, "ray_steps": args.steps,
-               "window_s": args.window_s, "warmup_steps": args.warmup, "machine": f"{platform.machine()} {os.cpu_count()} cpus",
+               "window_s": args.window_s, "warmup_steps": args.warmup,
+               "machine": f"{platform.machine()} {os.cpu_count()} cpus",
                "other_ray_processes_at_start": len(other), "load_average_1m_at_start": load_start,
                "load_average_1m_at_end": os.getloadavg()[0], "wall_s": time.monotonic() - t_run,
                "ray_processes_left": wait_no_ray(tag + "-ray"), **summary, "raw": raw}
@@ -544,7 +545,8 @@ def main() -> None:
         print(f"bracket {i + 1}/{n} {b['kind']}: {statistics.mean(b['step_s']):.3f} s/step", flush=True)
     summary = summarise(brackets)
     out = {"benchmark": "train_step", "mode": "brackets", "against": args.against, "model": args.model,
-           "global_batch": args.batch, "query_len": args.qlen, "doc_len": args.dlen, "steps": args.steps, "warmup_steps_excluded": args.warmup,
+           "global_batch": args.batch, "query_len": args.qlen, "doc_len": args.dlen, "steps": args.steps,
+           "warmup_steps_excluded": args.warmup,
            "brackets": args.brackets, "warmup_brackets": args.warmup_brackets,
            "machine": f"{platform.machine()} {os.cpu_count()} cpus",
            "other_ray_processes_at_start": len(other), "load_average_1m_at_start": load_start,

@@ -130,8 +130,8 @@ def children_titles(pid: int) -> list[tuple[int, str]]:
     ``/proc/<child>/cmdline`` (the title is its first word, as Ray sets it: ``ray::RayTrainWorker``...).
 
     Why not ``psutil.process_iter``: it reads every process's status on the machine, ~10 ms of CPU per scan with 70
-    processes and more with a 3-node cluster's ~150; at 5 scans a second that was ~10 % of a core for the length of
-    each multi-node test. A raylet's children are a few files."""
+    processes (measured 2026-11-27), more with a 3-node cluster's; at 5 scans a second, 5 % of a core or more for
+    the length of each multi-node test. A raylet's children are a few files."""
     kids: list[tuple[int, str]] = []
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
