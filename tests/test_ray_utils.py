@@ -65,7 +65,8 @@ def test_closing_line_does_not_show_a_stopped_local_dashboard_as_live(monkeypatc
 def test_a_local_instance_runs_ray_train_without_the_preemption_watcher(ray_session):
     """The suite's session is a local instance started by init_ray: its workers, where Ray Train's controller runs
     and reads the switch, see the pre-emption watcher turned off (one process fewer per fit; nothing to drain on a
-    job's own one-node Ray). The attached case is the test below."""
+    job's own one-node Ray). The attached case is the test below; that no watcher actor is started is asserted
+    after a fit, in tests/train/test_loop.py (the FSDP test: two worker groups)."""
     from lexray.ray_utils import PREEMPTION_WATCHER_ENV, started_locally
 
     @ray_session.remote(num_cpus=0)
