@@ -1,0 +1,38 @@
+"""The tests the documentation names exist: every ``tests/<file>.py`` and ``tests/<file>.py::<test>`` in README.md
+and docs/*.md (the failure matrix of docs/operations.md names one per row; issue 24).
+
+Why: a merged or renamed test left the matrix naming one that no longer existed (2026-11-27: the re-encoding
+store's driver-kill row named a test that had been merged into tests/store/test_reencode_kills.py a day before).
+A name written with a trailing ``...`` is an abbreviation and is checked only as a prefix."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+REF = re.compile(r"(tests/[A-Za-z0-9_/]+\.py)(?:::([A-Za-z0-9_]+)(\.\.\.|…)?)?")
+
+
+def _test_names(path: Path) -> set[str]:
+    """The test functions (module level and in classes) of one test file."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    return {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)}
+
+
+def test_every_test_the_docs_name_exists():
+    docs = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    missing, seen = [], 0
+    for doc in docs:
+        for lineno, line in enumerate(doc.read_text().splitlines(), 1):
+            for m in REF.finditer(line):
+                seen += 1
+                path, name, abbreviated = REPO / m.group(1), m.group(2), m.group(3)
+                where = f"{doc.relative_to(REPO)}:{lineno}: {m.group(0)}"
+                if not path.is_file():
+                    missing.append(f"{where} (no such file)")
+                elif name and not any(n == name or (abbreviated and n.startswith(name)) for n in _test_names(path)):
+                    missing.append(f"{where} (no such test in {m.group(1)})")
+    assert seen > 50  # the pattern still matches how the docs write them
+    assert not missing, "\n".join(missing)
