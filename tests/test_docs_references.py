@@ -36,3 +36,35 @@ def test_every_test_the_docs_name_exists():
                     missing.append(f"{where} (no such test in {m.group(1)})")
     assert seen > 50  # the pattern still matches how the docs write them
     assert not missing, "\n".join(missing)
+
+
+API = re.compile(r"(?<![\w/.])lexray(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+
+
+def _resolves(dotted: str) -> bool:
+    """Whether ``dotted`` (``lexray.a.b.name``) is a module, or an attribute chain under the longest importable
+    module prefix."""
+    import importlib
+
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            obj = importlib.import_module(".".join(parts[:i]))
+        except ImportError:
+            continue
+        for attr in parts[i:]:
+            if not hasattr(obj, attr):
+                return False
+            obj = getattr(obj, attr)
+        return True
+    return False
+
+
+def test_every_lexray_name_the_docs_give_resolves():
+    """``lexray.<module>[.<name>]`` in README.md and docs/*.md (docs/architecture.md's module map, the API the
+    guides show) is importable: a module, or a function, class or constant in one."""
+    docs = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    names = {(m.group(0).rstrip("."), doc.name) for doc in docs for m in API.finditer(doc.read_text())}
+    assert len(names) > 40
+    missing = sorted(f"{doc}: {name}" for name, doc in names if not _resolves(name))
+    assert not missing, "\n".join(missing)
