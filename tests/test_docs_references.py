@@ -68,3 +68,45 @@ def test_every_lexray_name_the_docs_give_resolves():
     assert len(names) > 40
     missing = sorted(f"{doc}: {name}" for name, doc in names if not _resolves(name))
     assert not missing, "\n".join(missing)
+
+
+COMMAND_LINE = re.compile(r"(?:lexray ([a-z][a-z-]*)|python (jobs/[a-z_]+\.py))((?: +[^\s`|;&>]+)*)")
+FLAG = re.compile(r"(?<![\w-])(--[A-Za-z0-9][A-Za-z0-9-]*)")
+
+
+def _help_flags(name: str) -> set[str]:
+    """The ``--flags`` that ``lexray <name> --help`` shows."""
+    import contextlib
+    import io
+
+    from lexray import cli
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+        assert cli.main([name, "--help"]) == 0
+    return set(FLAG.findall(out.getvalue()))
+
+
+def test_every_flag_of_a_command_line_in_the_docs_is_one_its_command_takes():
+    """``lexray <command> ... --flag`` and ``python jobs/<file>.py ... --flag`` in README.md, docs/*.md and the job
+    files' usage docstrings: each flag is in that command's ``--help`` (a renamed or removed flag is a copied command
+    that fails)."""
+    from lexray import cli
+
+    docs = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "jobs").glob("*.py"))]
+    flags: dict[str, set[str]] = {}
+    wrong, checked = [], 0
+    for doc in docs:
+        for lineno, line in enumerate(doc.read_text().splitlines(), 1):
+            for m in COMMAND_LINE.finditer(line):
+                cmd = cli.BY_NAME.get(m.group(1)) if m.group(1) else cli.BY_JOB_FILE.get(Path(m.group(2)).name)
+                if cmd is None:  # prose ("lexray is ...") or a script that is not a command
+                    continue
+                if cmd.name not in flags:
+                    flags[cmd.name] = _help_flags(cmd.name)
+                for flag in FLAG.findall(m.group(3)):
+                    checked += 1
+                    if flag not in flags[cmd.name]:
+                        wrong.append(f"{doc.relative_to(REPO)}:{lineno}: `{cmd.name}` takes no {flag}")
+    assert checked > 200  # the pattern still finds the command lines
+    assert not wrong, "\n".join(wrong)
