@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import re
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 REF = re.compile(r"(tests/[A-Za-z0-9_/]+\.py)(?:::([A-Za-z0-9_]+)(\.\.\.|…)?)?")
@@ -110,3 +111,48 @@ def test_every_flag_of_a_command_line_in_the_docs_is_one_its_command_takes():
                         wrong.append(f"{doc.relative_to(REPO)}:{lineno}: `{cmd.name}` takes no {flag}")
     assert checked > 200  # the pattern still finds the command lines
     assert not wrong, "\n".join(wrong)
+
+
+SET = re.compile(r"--set[ =]+([A-Za-z_][A-Za-z0-9_.]*)=")
+PLACEHOLDERS = {"key"}  # "--set key=value" in prose
+
+
+def _config_path_exists(tp: Any, parts: list[str]) -> bool:
+    """Whether the dotted ``parts`` name a field under the annotation ``tp`` (pydantic sections, list indices,
+    dict keys, optional sections)."""
+    import types
+    import typing
+
+    from pydantic import BaseModel
+
+    if not parts:
+        return True
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        return any(_config_path_exists(a, parts) for a in typing.get_args(tp) if a is not type(None))
+    if origin is typing.Annotated:
+        return _config_path_exists(typing.get_args(tp)[0], parts)
+    if origin in (list, tuple):
+        return parts[0].isdigit() and _config_path_exists(typing.get_args(tp)[0], parts[1:])
+    if origin is dict:
+        return _config_path_exists(typing.get_args(tp)[1], parts[1:])
+    if isinstance(tp, type) and issubclass(tp, BaseModel):
+        field = tp.model_fields.get(parts[0])
+        return field is not None and _config_path_exists(field.annotation, parts[1:])
+    return tp is Any
+
+
+def test_every_set_key_in_the_docs_is_a_config_field():
+    """``--set <key>=...`` in README.md, docs/*.md and the job files: the dotted key is a field of
+    :class:`lexray.config.LexrayConfig` (list items by index: ``train.phases.0.lr``)."""
+    from lexray.config import LexrayConfig
+
+    docs = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "jobs").glob("*.py"))]
+    keys = [(doc, lineno, key) for doc in docs for lineno, line in enumerate(doc.read_text().splitlines(), 1)
+            for key in SET.findall(line) if key not in PLACEHOLDERS]
+    assert len(keys) > 50
+    assert _config_path_exists(LexrayConfig, ["train", "phases", "0", "flops", "lambda_q"])
+    assert not _config_path_exists(LexrayConfig, ["train", "phases", "0", "flops", "lambda"])
+    wrong = [f"{doc.relative_to(REPO)}:{lineno}: {key}" for doc, lineno, key in keys
+             if not _config_path_exists(LexrayConfig, key.split("."))]
+    assert not wrong, "no such config field:\n" + "\n".join(wrong)
