@@ -20,9 +20,10 @@ def _row(name: str) -> lsb.Row:
     ("tiny-slr-tied-300", 300, "slr", 5e-4),
     ("minilm-none", 30, "none", 1e-3),
     ("minilm-slr-300-s1", 300, "slr", 1e-3),
+    ("tiny-slr-heldout-1000-s1", 1000, "slr", 1e-3),
 ])
 def test_a_rows_sets_give_its_schedule_and_bridge(name, steps, bridge, bridge_lr):
-    """A row trains the schedule its name says (30 or 300 steps, one checkpoint at the end) with its bridge and its
+    """A row trains the schedule its name says (30, 300 or 1,000 steps, one checkpoint at the end) with its bridge and its
     bridge learning rate (that each key is set once: the test below, for every row)."""
     row = _row(name)
     cfg = load_config(row.recipe, list(row.sets))
