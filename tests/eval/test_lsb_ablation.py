@@ -23,8 +23,8 @@ def _row(name: str) -> lsb.Row:
     ("tiny-slr-heldout-1000-s1", 1000, "slr", 1e-3),
 ])
 def test_a_rows_sets_give_its_schedule_and_bridge(name, steps, bridge, bridge_lr):
-    """A row trains the schedule its name says (30, 300 or 1,000 steps, one checkpoint at the end) with its bridge and its
-    bridge learning rate (that each key is set once: the test below, for every row)."""
+    """A row trains the schedule its name says (30, 300 or 1,000 steps, one checkpoint at the end) with its bridge
+    and its bridge learning rate (that each key is set once: the test below, for every row)."""
     row = _row(name)
     cfg = load_config(row.recipe, list(row.sets))
     phase = cfg.train.phases[0]

@@ -83,8 +83,9 @@ def _name(bridge: str) -> str:
 def rows() -> list[Row]:
     """Every row: MiniLM zero-shot and none / SLR / LLR (seeds 0, 1); splade-tiny's BERT as a dense encoder with
     none / SLR / LLR / CLR (seeds 0, 1); diagnostic and departure rows; none / SLR at 300 steps on both backbones
-    (seeds 0, 1); none / SLR on held-out title → abstract pairs, 300 and 1,000 steps (seeds 0, 1); BM25 and splade-tiny (Table 4); Table 5 (passage, both sides) and Table 6 (lexical-only) on the
-    splade-tiny BERT with CLR (the paper's best bridge; its query-side row is tiny-clr)."""
+    (seeds 0, 1); none / SLR on held-out title → abstract pairs, 300 and 1,000 steps (seeds 0, 1); BM25 and
+    splade-tiny (Table 4); Table 5 (passage, both sides) and Table 6 (lexical-only) on the splade-tiny BERT with
+    CLR (the paper's best bridge; its query-side row is tiny-clr)."""
     r = [Row("minilm-zero-shot", "all-MiniLM-L6-v2 zero-shot", "zero-shot", model=MINILM,
              eval_sets=("model.doc_max_length=128", "model.query_max_length=64"))]
     for seed in (0, 1):
