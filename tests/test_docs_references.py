@@ -8,14 +8,29 @@ A name written with a trailing ``...`` is an abbreviation and is checked only as
 from __future__ import annotations
 
 import ast
+import functools
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
+DOCS = (REPO / "README.md", *sorted((REPO / "docs").glob("*.md")))
+DOCS_AND_JOBS = (*DOCS, *sorted((REPO / "jobs").glob("*.py")))
+"""The job files too where a check reads command lines: their usage docstrings show them."""
+
+
+def _lines(files) -> Iterator[tuple[str, int, str]]:
+    """``(file relative to the repository, line number, line)`` of every line of ``files``."""
+    for f in files:
+        for lineno, line in enumerate(f.read_text().splitlines(), 1):
+            yield str(f.relative_to(REPO)), lineno, line
+
+
 REF = re.compile(r"(tests/[A-Za-z0-9_/]+\.py)(?:::([A-Za-z0-9_]+)(\.\.\.|…)?)?")
 
 
+@functools.cache
 def _test_names(path: Path) -> set[str]:
     """The test functions (module level and in classes) of one test file."""
     tree = ast.parse(path.read_text(), filename=str(path))
@@ -23,18 +38,16 @@ def _test_names(path: Path) -> set[str]:
 
 
 def test_every_test_the_docs_name_exists():
-    docs = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
     missing, seen = [], 0
-    for doc in docs:
-        for lineno, line in enumerate(doc.read_text().splitlines(), 1):
-            for m in REF.finditer(line):
-                seen += 1
-                path, name, abbreviated = REPO / m.group(1), m.group(2), m.group(3)
-                where = f"{doc.relative_to(REPO)}:{lineno}: {m.group(0)}"
-                if not path.is_file():
-                    missing.append(f"{where} (no such file)")
-                elif name and not any(n == name or (abbreviated and n.startswith(name)) for n in _test_names(path)):
-                    missing.append(f"{where} (no such test in {m.group(1)})")
+    for doc, lineno, line in _lines(DOCS):
+        for m in REF.finditer(line):
+            seen += 1
+            path, name, abbreviated = REPO / m.group(1), m.group(2), m.group(3)
+            where = f"{doc}:{lineno}: {m.group(0)}"
+            if not path.is_file():
+                missing.append(f"{where} (no such file)")
+            elif name and not any(n == name or (abbreviated and n.startswith(name)) for n in _test_names(path)):
+                missing.append(f"{where} (no such test in {m.group(1)})")
     assert seen > 50  # the pattern still matches how the docs write them
     assert not missing, "\n".join(missing)
 
@@ -64,8 +77,7 @@ def _resolves(dotted: str) -> bool:
 def test_every_lexray_name_the_docs_give_resolves():
     """``lexray.<module>[.<name>]`` in README.md and docs/*.md (docs/architecture.md's module map, the API the
     guides show) is importable: a module, or a function, class or constant in one."""
-    docs = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-    names = {(m.group(0).rstrip("."), doc.name) for doc in docs for m in API.finditer(doc.read_text())}
+    names = {(m.group(0).rstrip("."), doc) for doc, _, line in _lines(DOCS) for m in API.finditer(line)}
     assert len(names) > 40
     missing = sorted(f"{doc}: {name}" for name, doc in names if not _resolves(name))
     assert not missing, "\n".join(missing)
@@ -94,21 +106,19 @@ def test_every_flag_of_a_command_line_in_the_docs_is_one_its_command_takes():
     that fails)."""
     from lexray import cli
 
-    docs = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "jobs").glob("*.py"))]
     flags: dict[str, set[str]] = {}
     wrong, checked = [], 0
-    for doc in docs:
-        for lineno, line in enumerate(doc.read_text().splitlines(), 1):
-            for m in COMMAND_LINE.finditer(line):
-                cmd = cli.BY_NAME.get(m.group(1)) if m.group(1) else cli.BY_JOB_FILE.get(Path(m.group(2)).name)
-                if cmd is None:  # prose ("lexray is ...") or a script that is not a command
-                    continue
-                if cmd.name not in flags:
-                    flags[cmd.name] = _help_flags(cmd.name)
-                for flag in FLAG.findall(m.group(3)):
-                    checked += 1
-                    if flag not in flags[cmd.name]:
-                        wrong.append(f"{doc.relative_to(REPO)}:{lineno}: `{cmd.name}` takes no {flag}")
+    for doc, lineno, line in _lines(DOCS_AND_JOBS):
+        for m in COMMAND_LINE.finditer(line):
+            cmd = cli.BY_NAME.get(m.group(1)) if m.group(1) else cli.BY_JOB_FILE.get(Path(m.group(2)).name)
+            if cmd is None:  # prose ("lexray is ...") or a script that is not a command
+                continue
+            if cmd.name not in flags:
+                flags[cmd.name] = _help_flags(cmd.name)
+            for flag in FLAG.findall(m.group(3)):
+                checked += 1
+                if flag not in flags[cmd.name]:
+                    wrong.append(f"{doc}:{lineno}: `{cmd.name}` takes no {flag}")
     assert checked > 200  # the pattern still finds the command lines
     assert not wrong, "\n".join(wrong)
 
@@ -147,12 +157,11 @@ def test_every_set_key_in_the_docs_is_a_config_field():
     :class:`lexray.config.LexrayConfig` (list items by index: ``train.phases.0.lr``)."""
     from lexray.config import LexrayConfig
 
-    docs = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "jobs").glob("*.py"))]
-    keys = [(doc, lineno, key) for doc in docs for lineno, line in enumerate(doc.read_text().splitlines(), 1)
-            for key in SET.findall(line) if key not in PLACEHOLDERS]
+    keys = [(doc, lineno, key) for doc, lineno, line in _lines(DOCS_AND_JOBS) for key in SET.findall(line)
+            if key not in PLACEHOLDERS]
     assert len(keys) > 50
     assert _config_path_exists(LexrayConfig, ["train", "phases", "0", "flops", "lambda_q"])
     assert not _config_path_exists(LexrayConfig, ["train", "phases", "0", "flops", "lambda"])
-    wrong = [f"{doc.relative_to(REPO)}:{lineno}: {key}" for doc, lineno, key in keys
+    wrong = [f"{doc}:{lineno}: {key}" for doc, lineno, key in keys
              if not _config_path_exists(LexrayConfig, key.split("."))]
     assert not wrong, "no such config field:\n" + "\n".join(wrong)

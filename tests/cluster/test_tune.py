@@ -5,10 +5,10 @@ node; one trial's training worker is SIGKILLed after step 3, 5 s after its step-
 every trial accounted for.
 
 Why the fault comes from inside the worker: the test used to SIGKILL node_b's worker from outside, 3 s after both
-trials had logged step 3. A trial's steps took 0.2-0.6 s here (the log's examples per second at batch 4), and once the kill landed after that trial had
-finished all 6 steps (its rerun resumed from the final checkpoint and repeated nothing: 2026-11-27). The worker
-that kills itself cannot run ahead, and its 5-s wait lets Ray Train's controller (2-s poll) register the step-2
-checkpoint first, as in test_multinode.py."""
+trials had logged step 3. A trial's steps took 0.2-0.6 s here (the log's examples per second at batch 4), and once
+the kill landed after that trial had finished all 6 steps (its rerun resumed from the final checkpoint and repeated
+nothing: 2026-11-27). The worker that kills itself cannot run ahead, and its 5-s wait lets Ray Train's controller
+(2-s poll) register the step-2 checkpoint first, as in test_multinode.py."""
 
 from __future__ import annotations
 
