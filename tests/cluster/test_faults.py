@@ -1,6 +1,6 @@
 """Encode across the multi-node cluster, and fault injection there (issue 24, Builds 1 and 2): the two Ray Data
-encoder actors run on both worker nodes, and one node is removed mid-run. Ray Train's killed worker and lost node
-are in test_multinode.py (one DDP run)."""
+encoder actors run on both worker nodes, and one node is removed mid-run. Ray Train's lost node is in
+test_multinode.py, its killed worker in tests/train/test_loop.py (the FSDP test)."""
 
 from __future__ import annotations
 
