@@ -54,9 +54,9 @@ def test_ddp_across_nodes_survives_a_lost_node(cluster, placement, tmp_path):
     single-process run's to float32 rounding (measured and printed).
 
     A killed worker process (SIGKILL) is the FSDP test's fault in the main call
-    (tests/train/test_loop.py::test_fsdp_with_accumulation_restarts_after_a_failure_and_resumes). Until 2026-11-28
-    it was this run's first fault, which cost a third worker group here (~20 core-seconds: docs/operations.md, CI
-    time).
+    (tests/train/test_loop.py::test_fsdp_with_accumulation_restarts_after_a_failure_and_resumes). Before 5bbeaee
+    it was this run's first fault, which cost a third worker group here (the test alone: 103 core-seconds then, 99
+    now; docs/operations.md, CI time).
 
     The fit runs in a thread and the node is replaced from the test's main thread: starting a node
     (``ray.cluster_utils``) sets a SIGTERM handler, which Python allows only there (from a thread, the fresh node

@@ -126,9 +126,8 @@ def test_fsdp_with_accumulation_restarts_after_a_failure_and_resumes(ray_session
     (0.5-s poll in this suite, tests/conftest.py) has registered it. Rank 0's collective then fails, FailureConfig
     (``max_failures`` 1) restarts the worker group from the step-2 checkpoint (sharded state), and the run ends
     where the uninterrupted single-process run ends. (A failed fit rerun by a new one: the DDP test above. Until
-    2026-11-27 this test did that with a second fit. Until 2026-11-28 the fault here was a raised error and the
-    killed worker was a first fault in tests/cluster/test_multinode.py: one worker group fewer there, ~20
-    core-seconds of the multi-node call, docs/operations.md, CI time.)"""
+    2026-11-27 this test did that with a second fit. Before 5bbeaee the fault here was a raised error and the killed
+    worker was the first fault of tests/cluster/test_multinode.py, which then needed a third worker group.)"""
     cfg = make_cfg("fsdp", grad_accum=2, max_failures=1)
     fault = {"step": 3, "rank": 1, "mode": "kill", "delay_s": 2, "marker": str(tmp_path / "fault")}
     res = run_training(cfg, storage_path=tmp_path, fault_injection=fault)
