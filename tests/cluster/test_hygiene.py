@@ -17,6 +17,8 @@ from pathlib import Path
 
 import psutil
 import pytest
+import yaml
+from tiny_recipes import tiny_recipe
 
 from lexray.paths import REPO_ROOT
 
@@ -175,25 +177,8 @@ def test_ctrl_c_then_success_leave_no_processes_locks_or_running_manifest(splade
 # builds the model (inside the Ray Train worker: the failure crosses Ray's worker -> controller -> driver path).
 # Title -> abstract pairs: train-laconic mines no BM25 negatives (a JVM and a Lucene index) before the failure
 # (64 -> 48 core-seconds measured); the tune job still builds its dev set's BM25 index.
-BAD_RECIPE = """
-name: bad-heads
-model:
-  random_init: {architecture: llama, tokenizer: "shared:models/splade-tiny", hidden_size: 32, intermediate_size: 64,
-                num_hidden_layers: 2, num_attention_heads: 3, max_position_embeddings: 64}
-  query_max_length: 16
-  doc_max_length: 32
-data: {dataset: "shared:datasets/scifact", max_docs: 50}
-train:
-  num_workers: 1
-  cpus_per_worker: 0.9
-  log_every: 1
-  checkpoint_every: 2
-  phases:
-    - {name: ft, data: title_abstract_pairs, max_steps: 4, global_batch_size: 4, num_negatives: 0, lr: 1.0e-4,
-       query_max_length: 12, doc_max_length: 24, max_train_examples: 32}
-encode: {batch_size: 64, rows_per_shard: 25, doc_top_k: 64}
-tune: {dev_queries: 8, dev_depth: 3, eval_every: 2, test_entries: 1}
-"""
+BAD_RECIPE = yaml.safe_dump(tiny_recipe("bad-heads", random_init={"num_attention_heads": 3},
+                                      phase={"data": "title_abstract_pairs", "num_negatives": 0}))
 BAD_SPACE = """
 params:
   train.phases.0.flops.lambda_q: {grid: [1.0e-4]}

@@ -6,6 +6,7 @@ test_tune.py."""
 from __future__ import annotations
 
 import pytest
+from tiny_recipes import TINY_LLAMA
 
 pytestmark = pytest.mark.cluster
 
@@ -24,9 +25,7 @@ def train_cfg(**train_over):
     train.update(train_over)
     return LexrayConfig.model_validate({
         "name": "cluster-ddp",
-        "model": {"random_init": {"architecture": "llama", "tokenizer": "shared:models/splade-tiny",
-                                  "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-                                  "num_attention_heads": 2, "max_position_embeddings": 64}},
+        "model": {"random_init": TINY_LLAMA},
         "data": {"dataset": "shared:datasets/scifact"}, "train": train})
 
 

@@ -15,23 +15,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from tiny_recipes import tiny_recipe
 
 pytestmark = pytest.mark.cluster
 
-RECIPE = {
-    "name": "cluster-tune",
-    "model": {"random_init": {"architecture": "llama", "tokenizer": "shared:models/splade-tiny", "hidden_size": 32,
-                              "intermediate_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
-                              "max_position_embeddings": 64}, "query_max_length": 16, "doc_max_length": 32},
-    "data": {"dataset": "shared:datasets/scifact", "max_docs": 50},
-    "train": {"num_workers": 1, "cpus_per_worker": 0.75, "log_every": 1, "checkpoint_every": 2,
-              "collapse_max_fraction": 1.0, "max_failures": 0, "tensorboard": False,
-              "phases": [{"name": "ft", "data": "hard_negatives", "max_steps": 6, "global_batch_size": 4,
-                          "num_negatives": 1, "lr": 1.0e-4, "query_max_length": 12, "doc_max_length": 24,
-                          "max_train_examples": 32}]},
-    "encode": {"batch_size": 64, "rows_per_shard": 25, "doc_top_k": 64},
-    "tune": {"dev_queries": 8, "dev_depth": 3, "eval_every": 2, "test_entries": 0, "max_failures": 1},
-}
+RECIPE = tiny_recipe("cluster-tune",
+                     train={"cpus_per_worker": 0.75, "collapse_max_fraction": 1.0, "max_failures": 0,
+                            "tensorboard": False},
+                     phase={"max_steps": 6}, tune={"test_entries": 0, "max_failures": 1})
 SPACE = {
     "params": {"train.phases.0.flops.lambda_q": {"grid": [1.0e-4, 1.0e-3]}},
     "objective": [{"metric": "dev_nDCG@10", "mode": "max"}, {"metric": "dev_flops", "mode": "min"}],

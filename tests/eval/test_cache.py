@@ -5,16 +5,14 @@ evaluation; another model, setting or collection is another entry."""
 from __future__ import annotations
 
 import pytest
+from tiny_recipes import TINY_LLAMA
 
 from lexray.config import LexrayConfig
 
 
 def make_cfg(tmp_path, **over) -> LexrayConfig:
     cfg = {"name": "cache-test",
-           "model": {"random_init": {"architecture": "llama", "tokenizer": "shared:models/splade-tiny",
-                                     "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-                                     "num_attention_heads": 2, "max_position_embeddings": 64},
-                     "doc_max_length": 32, "query_max_length": 16},
+           "model": {"random_init": TINY_LLAMA, "doc_max_length": 32, "query_max_length": 16},
            "data": {"dataset": "shared:datasets/scifact", "max_docs": 40},
            "encode": {"backend": "local", "batch_size": 8},
            "eval": {"top_k": 10, "metrics": ["nDCG@10", "MRR@10"], "cache_dir": str(tmp_path / "cache")}}

@@ -11,6 +11,7 @@ Fits are combined (failure + resume + strategy per fit) because each costs 16-37
 from __future__ import annotations
 
 import pytest
+from tiny_recipes import TINY_LLAMA
 
 from lexray.config import LexrayConfig
 from lexray.train.loop import run_training, train_local
@@ -29,9 +30,7 @@ def make_cfg(strategy="ddp", grad_accum=1, workers=2, **train_over) -> LexrayCon
     train.update(train_over)
     return LexrayConfig.model_validate({
         "name": f"test-{strategy}",
-        "model": {"random_init": {"architecture": "llama", "tokenizer": "shared:models/splade-tiny",
-                                  "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-                                  "num_attention_heads": 2, "max_position_embeddings": 64}},
+        "model": {"random_init": TINY_LLAMA},
         "data": {"dataset": "shared:datasets/scifact"},
         "train": train})
 

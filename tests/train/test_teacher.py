@@ -8,6 +8,7 @@ import json
 
 import pytest
 import torch
+from tiny_recipes import TINY_LLAMA
 
 from lexray.config import LexrayConfig, TeacherConfig
 from lexray.data.beir import iter_corpus, load_qrels, load_queries
@@ -95,9 +96,7 @@ def test_tiny_training_with_kl_distillation_reports_the_term(tmp_path, negatives
     weight = 0.5
     cfg = LexrayConfig.model_validate({
         "name": "distill",
-        "model": {"random_init": {"architecture": "llama", "tokenizer": "shared:models/splade-tiny",
-                                  "hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 2,
-                                  "num_attention_heads": 2, "max_position_embeddings": 64}},
+        "model": {"random_init": TINY_LLAMA},
         "data": {"dataset": "shared:datasets/scifact"},
         "train": {"log_every": 1, "checkpoint_every": 100, "collapse_max_fraction": 1.0, "tensorboard": False,
                   "phases": [{"name": "distill", "data": "hard_negatives", "data_path": str(scored),

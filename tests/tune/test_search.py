@@ -18,32 +18,16 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
+from tiny_recipes import tiny_recipe
 
 from lexray.config import load_config
 from lexray.data.splits import carve_dev_split
 from lexray.paths import REPO_ROOT, shared_dir
 from lexray.tune.dev import DevSetError, assert_disjoint
 
-TINY_RECIPE = """
-name: tiny-tune
-model:
-  random_init: {architecture: llama, tokenizer: "shared:models/splade-tiny", hidden_size: 32, intermediate_size: 64,
-                num_hidden_layers: 2, num_attention_heads: 2, max_position_embeddings: 64}
-  query_max_length: 16
-  doc_max_length: 32
-data: {dataset: "shared:datasets/scifact", max_docs: 50}
-train:
-  num_workers: 1
-  cpus_per_worker: 0.9
-  log_every: 1
-  checkpoint_every: 2
-  collapse_patience: 2
-  phases:
-    - {name: ft, data: hard_negatives, max_steps: 4, global_batch_size: 4, num_negatives: 1, lr: 1.0e-4,
-       query_max_length: 12, doc_max_length: 24, max_train_examples: 32}
-encode: {batch_size: 64, rows_per_shard: 25, doc_top_k: 64, num_actors: 1}
-tune: {dev_queries: 8, dev_depth: 3, eval_every: 2, test_entries: 1}
-"""
+TINY_RECIPE = yaml.safe_dump(tiny_recipe("tiny-tune", train={"collapse_patience": 2},
+                                       encode={"num_actors": 1}))
 
 # trial 0 trains normally; trial 1's collapse guard fires (the random-init model stays dense: > 50 % of |V|
 # active for 2 logged steps), so it is recorded as failed with the guard's message
