@@ -21,6 +21,7 @@ def _row(name: str) -> lsb.Row:
     ("minilm-none", 30, "none", 1e-3),
     ("minilm-slr-300-s1", 300, "slr", 1e-3),
     ("tiny-slr-heldout-1000-s1", 1000, "slr", 1e-3),
+    ("tiny-slr-tied-heldout-1000-s1", 1000, "slr", 5e-4),
 ])
 def test_a_rows_sets_give_its_schedule_and_bridge(name, steps, bridge, bridge_lr):
     """A row trains the schedule its name says (30, 300 or 1,000 steps, one checkpoint at the end) with its bridge
@@ -31,6 +32,7 @@ def test_a_rows_sets_give_its_schedule_and_bridge(name, steps, bridge, bridge_lr
     assert phase.max_steps == steps and cfg.train.checkpoint_every == steps
     assert cfg.model.dense.bridge == bridge and phase.bridge_lr == pytest.approx(bridge_lr)
     assert cfg.train.seed == (1 if name.endswith("-s1") else 0)
+    assert (cfg.model.dense.bridge_align == "tied") == ("-tied" in name)
 
 
 def test_row_names_are_unique():
