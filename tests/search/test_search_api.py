@@ -121,6 +121,7 @@ def test_hits_carry_the_documents_fields_and_explanations_add_up(index, scifact_
         assert h.terms, h
         assert sum(t.contribution for t in h.terms) == pytest.approx(h.score, rel=1e-5)
         assert all(isinstance(t.token, str) and not t.token.startswith("#") for t in h.terms)
+        assert all(t.text == t.token for t in h.terms)  # splade-tiny's WordPiece entries read as themselves
     # a precomputed vector gives the same hits as the text it came from
     ids, ws = index.encoder.encode_sparse(["vitamin D deficiency and bone fractures"], "query",
                                           batch_size=index.query_batch_size)
@@ -189,11 +190,17 @@ def test_a_flipped_index_byte_is_refused_on_open_naming_the_file(evaluated, tmp_
 @pytest.mark.timeout(180)
 def test_cli_formats_and_training_layout(capsys, evaluated, tmp_path):
     rc = cli.main(["search", "--index", str(evaluated), "--query", "vitamin D and bone fractures",
-                   "--query", "smoking and lung cancer", "--k", "3", "--explain"])
+                   "--query", "smoking and lung cancer", "-k", "3", "--explain", "--explain-terms", "2"])
     out = capsys.readouterr()
     assert rc == 0
-    assert sum(ln.startswith("query ") for ln in out.out.splitlines()) == 2 and "terms (query × document weight):" in out.out
+    assert sum(ln.startswith("query ") for ln in out.out.splitlines()) == 2
+    explained = [ln.strip() for ln in out.out.splitlines() if "terms (query × document weight):" in ln]
+    assert len(explained) == 6  # -k 3, two queries
+    # two terms shown, the rest summed up (a 3-term hit would have said "+1 more term")
+    assert all(ln.count("×") == 3 for ln in explained if "more term" in ln), explained
     assert "queries/s" in out.err
+    assert cli.main(["search", "--index", str(evaluated), "--query", "x", "--explain", "--explain-terms", "-1"]) != 0
+    assert "--explain-terms must be >= 0" in capsys.readouterr().err
     rc = cli.main(["search", "--index", str(evaluated / "index"), "--query", "vitamin D", "--format", "json"])
     rec = json.loads(capsys.readouterr().out.strip())
     assert rc == 0 and rec["qid"] == "1" and len(rec["hits"]) == 10 and rec["hits"][0]["title"]
@@ -207,6 +214,35 @@ def test_cli_formats_and_training_layout(capsys, evaluated, tmp_path):
     lines = capsys.readouterr().out.strip().splitlines()
     assert rc == 0 and [ln.split()[0] for ln in lines] == ["1", "1", "3", "3"]
     assert [ln.split()[3] for ln in lines] == ["1", "2", "1", "2"]
+
+
+def test_explanation_shows_the_largest_terms_and_what_the_rest_add_up_to():
+    from lexray.commands.search import _explanation
+    from lexray.search.api import MatchedTerm
+
+    terms = (MatchedTerm(1, "Ġbone", 2.0, 3.0, "bone"), MatchedTerm(2, "Ġvitamin", 1.0, 2.0, "vitamin"),
+             MatchedTerm(3, "ĠD", 1.0, 1.0, "D"), MatchedTerm(4, "Ġx", 0.5, 2.0, ""))  # 6 + 2 + 1 + 1 = 10
+    assert _explanation(terms, 2) == ("terms (query × document weight): bone 2.00×3.00, vitamin 1.00×2.00 "
+                                      "(+2 more terms: 20 % of the score)")
+    assert _explanation(terms, 3).endswith("D 1.00×1.00 (+1 more term: 10 % of the score)")
+    assert _explanation(terms, 0) == _explanation(terms, 4)  # 0: every term, nothing summed up
+    assert _explanation(terms, 0).endswith("Ġx 0.50×2.00")  # no text: the vocabulary entry
+    assert _explanation((), 10) == "terms (query × document weight): none"
+
+
+def test_readable_tokens_decode_byte_level_bpe_and_keep_wordpiece(bpe_tokenizer_dir, splade_tiny_dir):
+    from transformers import AutoTokenizer
+
+    from lexray.search.api import readable_tokens
+
+    bpe = AutoTokenizer.from_pretrained(bpe_tokenizer_dir)
+    toks = bpe.convert_ids_to_tokens(bpe("the bone — 骨折 x", add_special_tokens=False)["input_ids"])
+    assert "Ġbone" in toks and "ĠâĢĶ" in toks
+    texts = dict(zip(toks, readable_tokens(bpe, toks), strict=True))
+    assert texts["Ġbone"] == "bone" and texts["ĠâĢĶ"] == "—" and "骨折" in texts.values()
+    assert readable_tokens(bpe, ["Ġ"]) == ["Ġ"]  # a lone space reads as nothing: the entry is shown
+    wp = AutoTokenizer.from_pretrained(splade_tiny_dir)
+    assert readable_tokens(wp, ["bone", "##ing", "[CLS]"]) == ["bone", "##ing", "[CLS]"]
 
 
 def test_bare_index_finds_its_model_through_the_shards_manifest(evaluated, tmp_path, splade_tiny_dir):

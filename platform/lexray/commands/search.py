@@ -38,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--query", action="append", default=[], help="a query text (repeatable)")
     ap.add_argument("--queries", help="queries file: BEIR queries.jsonl ({_id, text}) or one query per line; "
                                       "'-' or no --query/--queries: standard input")
-    ap.add_argument("--k", type=int, default=10, help="hits per query (default 10)")
+    ap.add_argument("-k", "--k", type=int, default=10, help="hits per query (default 10)")
     ap.add_argument("--backend", choices=["exact", "lucene", "seismic"], default="exact",
                     help="exact (evaluate's ranking), lucene (the impact index of evaluate --backend both) or "
                          "seismic (approximate, built in memory first)")
@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "trec (qid Q0 doc_id rank score tag)")
     ap.add_argument("--explain", action="store_true",
                     help="show the matching terms with their query and document weights")
+    ap.add_argument("--explain-terms", type=int, default=10, metavar="N",
+                    help="text format: the N largest contributions per hit, and how much of the score the rest "
+                         "make (default 10; 0: every term). The json format always lists every term")
     ap.add_argument("--snippet", type=int, default=160, help="characters of text shown per hit (text format)")
     ap.add_argument("--batch-size", type=int, help="queries per encoder forward pass (default: the recorded "
                                                    "eval.query_batch_size)")
@@ -88,12 +91,28 @@ def _snippet(text: str | None, n: int) -> str:
 
 
 def _terms(hit) -> list[dict]:
-    return [{"token": t.token, "term_id": t.term_id, "query_weight": round(t.query_weight, 4),
+    return [{"token": t.token, "text": t.text, "term_id": t.term_id, "query_weight": round(t.query_weight, 4),
              "doc_weight": round(t.doc_weight, 4), "contribution": round(t.contribution, 4)} for t in hit.terms]
 
 
-def format_hits(qid: str, query: str, hits: list, fmt: str, snippet: int = 160, tag: str = "lexray") -> str:
-    """The lines printed for one query (without the trailing newline)."""
+def _explanation(terms, top: int) -> str:
+    """``terms (query × document weight): bone 1.97×1.98, … (+121 more terms: 59 % of the score)``: the ``top``
+    largest contributions (all when ``top`` is 0), each as the term's text, then what the others add up to."""
+    shown = terms if top <= 0 else terms[:top]
+    parts = [f"{t.text or t.token} {t.query_weight:.2f}×{t.doc_weight:.2f}" for t in shown]
+    line = "terms (query × document weight): " + (", ".join(parts) or "none")
+    rest = terms[len(shown):]
+    if rest:
+        total = sum(t.contribution for t in terms)
+        share = sum(t.contribution for t in rest) / total if total > 0 else 0.0
+        line += f" (+{len(rest)} more term{'s' if len(rest) > 1 else ''}: {100 * share:.0f} % of the score)"
+    return line
+
+
+def format_hits(qid: str, query: str, hits: list, fmt: str, snippet: int = 160, tag: str = "lexray",
+                explain_terms: int = 10) -> str:
+    """The lines printed for one query (without the trailing newline); ``explain_terms``: see
+    :func:`_explanation` (text format only)."""
     if fmt == "json":
         return json.dumps({"qid": qid, "query": query, "hits": [
             {"rank": h.rank, "doc_id": h.doc_id, "score": h.score, "title": h.title, "text": h.text,
@@ -110,8 +129,7 @@ def format_hits(qid: str, query: str, hits: list, fmt: str, snippet: int = 160, 
         if text:
             lines.append(f"      {text}")
         if h.terms is not None:
-            parts = [f"{t.token} {t.query_weight:.2f}×{t.doc_weight:.2f}" for t in h.terms]
-            lines.append("      terms (query × document weight): " + (", ".join(parts) or "none"))
+            lines.append("      " + _explanation(h.terms, explain_terms))
     return "\n".join(lines)
 
 
@@ -128,6 +146,8 @@ def main(argv: list[str] | None = None) -> dict:
     args = build_parser().parse_args(argv)
     if args.k < 1:
         raise ValueError(f"--k must be >= 1, got {args.k}")
+    if args.explain_terms < 0:
+        raise ValueError(f"--explain-terms must be >= 0 (0: every term), got {args.explain_terms}")
     setup_logging()
     queries = read_queries(args)
     t0 = time.perf_counter()
@@ -157,7 +177,7 @@ def main(argv: list[str] | None = None) -> dict:
         hits = index.search_vectors(ids, ws, k=args.k, backend=args.backend, explain=args.explain)
         search_s += time.perf_counter() - t
         for (qid, q), h in zip(chunk, hits, strict=True):
-            print(format_hits(qid, q, h, args.format, args.snippet, tag))
+            print(format_hits(qid, q, h, args.format, args.snippet, tag, args.explain_terms))
             if args.format == "text":
                 print()
     n = len(queries)

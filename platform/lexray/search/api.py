@@ -51,12 +51,14 @@ SearchBackend = Literal["exact", "lucene", "seismic"]
 @dataclass(frozen=True)
 class MatchedTerm:
     """One query term a hit's document also holds: ``contribution = query_weight · doc_weight`` (float weights
-    of the index; their sum over the matched terms is the exact score)."""
+    of the index; their sum over the matched terms is the exact score). ``token`` is the vocabulary entry
+    (``Ġbone`` in a byte-level BPE vocabulary), ``text`` what it reads as (``bone``; :meth:`Index.token_texts`)."""
 
     term_id: int
     token: str
     query_weight: float
     doc_weight: float
+    text: str = ""
 
     @property
     def contribution(self) -> float:
@@ -76,6 +78,21 @@ class Hit:
     text: str | None
     doc_idx: int
     terms: tuple[MatchedTerm, ...] | None = None
+
+
+def readable_tokens(tokenizer, tokens: Sequence[str]) -> list[str]:
+    """Each vocabulary entry as it reads: ``tokenizer.convert_tokens_to_string([token])``, stripped (byte-level
+    BPE: ``Ġbone`` → ``bone``, ``ĠâĢĶ`` → ``—``; WordPiece: ``##ing`` stays). The entry itself where that shows
+    nothing printable (a lone space, a control byte, half of a multi-byte character) or the tokenizer cannot
+    decode one token alone."""
+    out = []
+    for t in tokens:
+        try:
+            text = tokenizer.convert_tokens_to_string([t]).strip()
+        except Exception:  # noqa: BLE001 - any tokenizer's failure on a lone token: show the entry
+            text = ""
+        out.append(text if text and text.isprintable() and "\ufffd" not in text else t)
+    return out
 
 
 def load_encoder(model: str | os.PathLike | ModelConfig, **settings) -> SparseEncoder:
@@ -186,6 +203,15 @@ class Index:
         if self._model is None and self._encoder is None:
             return [f"#{int(t)}" for t in term_ids]
         return list(self.encoder.tokenizer.convert_ids_to_tokens([int(t) for t in term_ids]))
+
+    def token_texts(self, term_ids: Sequence[int]) -> list[str]:
+        """What each term reads as: the tokenizer's decoding of the token alone, stripped (byte-level BPE:
+        ``Ġbone`` → ``bone``, ``ĠâĢĶ`` → ``—``; WordPiece keeps ``##ing``). The vocabulary entry itself where the
+        decoding shows nothing (a lone space or control byte), and ``"#<id>"`` when no model is known."""
+        toks = self.tokens(term_ids)
+        if self._model is None and self._encoder is None:
+            return toks
+        return readable_tokens(self.encoder.tokenizer, toks)
 
     # ------------------------------------------------------------------ search
     def encode(self, queries: Sequence[str]) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -335,8 +361,10 @@ class Index:
             j = a + int(np.searchsorted(s.postings_doc[a:b], doc_idx))
             if j < b and int(s.postings_doc[j]) == doc_idx:
                 found.append((t, w, float(s.postings_value[j])))
-        toks = self.tokens([t for t, _, _ in found])
-        terms_out = [MatchedTerm(t, tok, w, dw) for (t, w, dw), tok in zip(found, toks, strict=True)]
+        ids = [t for t, _, _ in found]
+        toks, texts = self.tokens(ids), self.token_texts(ids)
+        terms_out = [MatchedTerm(t, tok, w, dw, text)
+                     for (t, w, dw), tok, text in zip(found, toks, texts, strict=True)]
         return tuple(sorted(terms_out, key=lambda m: -m.contribution))
 
     def close(self) -> None:
