@@ -233,3 +233,23 @@ def test_collection_vocabulary_skips_and_counts_empty_documents(splade_tiny_dir,
         ids = collection_output_ids(enc, str(cranfield_dir))
     assert 1000 < len(ids) < enc.vocab_size and ids == sorted(set(ids))
     assert "kept 1398" in caplog.text and "skipped 2" in caplog.text
+
+
+def test_tokenless_texts_get_zero_vectors_alone_or_beside_others(bpe_tokenizer_dir):
+    """A decoder whose tokenizer adds no special token (SmolLM2's, the BPE here) turns "" into a length-0 input,
+    which the model's attention cannot take ("cannot reshape tensor of 0 elements", seen through `lexray search
+    --query ""` and `Index.search("")`). A batch of such texts alone is not run; beside longer texts (padded, fully
+    masked) the empty one is zero as well, and the other texts are what they are alone."""
+    from lexray.config import RandomInitConfig
+
+    enc = load_encoder(ModelConfig(random_init=RandomInitConfig(
+        architecture="llama", tokenizer=str(bpe_tokenizer_dir), hidden_size=32, intermediate_size=64,
+        num_attention_heads=4)))
+    assert enc.tokenize([""], "query")["input_ids"].shape[1] == 0  # the case itself: no token at all
+    alone = enc.encode(["", ""], "query")
+    assert alone.shape == (2, enc.vocab_size) and not alone.any()
+    mixed = enc.encode(["", "bone fracture healing"], "query", batch_size=2)
+    assert not mixed[0].any() and not torch.isnan(mixed).any()
+    assert torch.allclose(mixed[1], enc.encode(["bone fracture healing"], "query")[0], atol=1e-5)
+    ids, ws = enc.encode_sparse(["", "bone"], "query")
+    assert len(ids[0]) == len(ws[0]) == 0 and len(ids[1]) > 0

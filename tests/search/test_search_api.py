@@ -201,6 +201,8 @@ def test_cli_formats_and_training_layout(capsys, evaluated, tmp_path):
     assert "queries/s" in out.err
     assert cli.main(["search", "--index", str(evaluated), "--query", "x", "--explain", "--explain-terms", "-1"]) != 0
     assert "--explain-terms must be >= 0" in capsys.readouterr().err
+    assert cli.main(["search", "--index", str(evaluated), "--query", "x", "--query", " "]) != 0
+    assert "--query 2 is empty" in capsys.readouterr().err
     rc = cli.main(["search", "--index", str(evaluated / "index"), "--query", "vitamin D", "--format", "json"])
     rec = json.loads(capsys.readouterr().out.strip())
     assert rc == 0 and rec["qid"] == "1" and len(rec["hits"]) == 10 and rec["hits"][0]["title"]

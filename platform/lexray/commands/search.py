@@ -63,6 +63,9 @@ def read_queries(args: argparse.Namespace, stdin: Iterable[str] | None = None) -
         ValueError: no query at all; DataError: a bad row of a .jsonl file (file:line, field).
     """
     if args.query:
+        empty = [i for i, q in enumerate(args.query, 1) if not q.strip()]
+        if empty:
+            raise ValueError(f"--query {empty[0]} is empty: give the query text")
         return [(str(i), q) for i, q in enumerate(args.query, 1)]
     if args.queries and args.queries != "-":
         path = Path(args.queries)

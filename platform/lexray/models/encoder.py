@@ -248,7 +248,9 @@ class SparseEncoder(nn.Module):
         """Encode texts without gradients; returns (N, |V|) float32 on CPU, in input order.
 
         Texts are processed in length-sorted batches (less padding); the result does not depend on batch size
-        beyond float round-off (tests assert ≤ 1e-5).
+        beyond float round-off (tests assert ≤ 1e-5). A text with no token (an empty string, for a tokenizer that
+        adds no special token: SmolLM2's) gets the zero vector, as it does when padded beside longer texts; a
+        batch of such texts alone is not run through the model (a length-0 input fails in its attention).
         """
         was_training = self.training
         self.eval()
@@ -265,6 +267,8 @@ class SparseEncoder(nn.Module):
         for s in it:
             idx = order[s:s + batch_size]
             batch = self.tokenize([texts[i] for i in idx], kind)
+            if batch["input_ids"].shape[1] == 0:  # every text of the batch is tokenless: zero vectors
+                continue
             reps = self(**{k: v.to(dev) for k, v in batch.items()}, kind=kind)
             out[torch.as_tensor(idx)] = reps.float().cpu()
         if was_training:
