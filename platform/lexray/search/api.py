@@ -234,7 +234,8 @@ class Index:
         query, in order). The batch is encoded once and searched in one call of the searcher.
 
         Args:
-            k: hits per query (fewer when fewer documents share a term with the query).
+            k: hits per query (fewer when fewer documents share a term with the query; none for a query with no
+                term, such as an empty one).
             backend: ``"exact"`` (default; evaluate's ranking), ``"lucene"`` (the Lucene impact index evaluate
                 built with ``--backend lucene|both``) or ``"seismic"`` (approximate, built in memory on first use).
             explain: fill :attr:`Hit.terms`.
