@@ -167,7 +167,13 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"{index.fields.n_missing} indexed documents are not in {index.fields.path} (no fields shown)",
               file=sys.stderr)
     index.encoder  # noqa: B018 - load the model now (or fail: none known); the speeds below exclude loading
+    if args.backend == "seismic":  # minutes on a large or dense index: say what the wait is
+        print(f"building the Seismic index in memory from {index.n_docs:,} documents (it is not saved: every "
+              "--backend seismic run builds it again) ...", file=sys.stderr, flush=True)
+    t_prep = time.perf_counter()
     index.prepare(args.backend)
+    if args.backend == "seismic":
+        print(f"Seismic index built in {time.perf_counter() - t_prep:.1f} s", file=sys.stderr)
     load_s = time.perf_counter() - t0
     tag = run_tag(f"lexray-{args.backend}")
     enc_s = search_s = 0.0
