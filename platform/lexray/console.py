@@ -19,6 +19,7 @@ cluster's); the worker side applies it in :func:`quiet_worker`, which lexray's w
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -202,6 +203,25 @@ while True:
     while chunk:
         chunk = chunk[os.write(1, chunk):]
 """
+
+
+@contextlib.contextmanager
+def native_stdout_to_stderr():
+    """Send what native code prints to descriptor 1 to descriptor 2 for the duration (process-wide, every thread):
+    pyseismic-lsr's Rust code prints its build log ("Building the index...", the configuration, "Saving ...")
+    to standard output, where it went into `lexray search --format trec > run.trec`. Python's ``sys.stdout`` is
+    flushed first, so nothing printed before changes place."""
+    try:
+        sys.stdout.flush()
+    except (AttributeError, OSError, ValueError):
+        pass
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def filter_native_stderr() -> None:

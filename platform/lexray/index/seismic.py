@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from lexray.console import native_stdout_to_stderr
+
 __all__ = ["SeismicSearcher", "recall_at_k"]
 
 
@@ -43,6 +45,15 @@ class SeismicSearcher:
         n_postings, centroid_fraction, summary_energy: Seismic build parameters (library defaults).
         query_cut, heap_factor: Seismic search parameters (larger → slower, higher recall).
         n_threads: search / build threads (default: all cores).
+        cache: a folder for built Seismic indexes (``lexray search --seismic-cache DIR``). The index is loaded
+            from there when one was built from the same postings (the SHA-256 digests stats.json records), with
+            the same build parameters and pyseismic version; otherwise it is built and saved there (written
+            beside its name, then renamed). Why: the build takes minutes (112 s on the default LACONIC job's
+            5,183 documents, 3 s to load) and a search command would pay it at every start. Opt-in, because the
+            file is large: 781 MB there, 20 times the lexray index. None: build, keep nothing.
+
+    Attributes:
+        source: ``"built"`` or ``"cache"``; ``cache_file``: the cached file, when ``cache`` is given.
 
     Raises:
         ImportError: pyseismic-lsr is not installed. FileNotFoundError: not an index folder.
@@ -50,7 +61,7 @@ class SeismicSearcher:
 
     def __init__(self, index_dir: str | os.PathLike, n_postings: int = 3500, centroid_fraction: float = 0.1,
                  summary_energy: float = 0.4, query_cut: int = 20, heap_factor: float = 0.8,
-                 n_threads: int | None = None):
+                 n_threads: int | None = None, cache: str | os.PathLike | None = None):
         try:
             from seismic import SeismicDataset, SeismicIndex
         except ImportError as e:  # pragma: no cover - dependency is declared
@@ -65,6 +76,14 @@ class SeismicSearcher:
         self.n_docs, self.vocab_size = int(stats["n_docs"]), int(stats["vocab_size"])
         self.query_cut, self.heap_factor = int(query_cut), float(heap_factor)
         self.n_threads = int(n_threads or os.cpu_count() or 1)
+        self.build_params = {"n_postings": n_postings, "centroid_fraction": centroid_fraction,
+                             "summary_energy": summary_energy}
+        key = None if cache is None else self._cache_key(stats)
+        self.cache_file = None if key is None else Path(cache) / f"{key}.index.seismic"
+        if self.cache_file is not None and self.cache_file.is_file():
+            with native_stdout_to_stderr():
+                self.index, self.source = SeismicIndex.load(str(self.cache_file)), "cache"
+            return
         off = np.load(self.index_dir / "offsets.npy")
         pdoc = np.load(self.index_dir / "postings_doc.npy", mmap_mode="r")
         pw = np.load(self.index_dir / "postings_weight.npy", mmap_mode="r")
@@ -75,10 +94,38 @@ class SeismicSearcher:
         ds.add_documents_by_id([str(i) for i in range(self.n_docs)], docs.indices.astype(np.int64),
                                docs.data.astype(np.float32), docs.indptr.astype(np.int64))
         del docs
-        self.index = SeismicIndex.build_from_dataset(ds, n_postings=n_postings, centroid_fraction=centroid_fraction,
-                                                     summary_energy=summary_energy, num_threads=self.n_threads)
-        self.build_params = {"n_postings": n_postings, "centroid_fraction": centroid_fraction,
-                             "summary_energy": summary_energy}
+        with native_stdout_to_stderr():  # the library prints its build log to standard output
+            self.index = SeismicIndex.build_from_dataset(
+                ds, n_postings=n_postings, centroid_fraction=centroid_fraction, summary_energy=summary_energy,
+                num_threads=self.n_threads)
+        self.source = "built"
+        if self.cache_file is not None:
+            self.cache_file.parent.mkdir(parents=True, exist_ok=True)
+            tmp = self.cache_file.parent / f".{self.cache_file.name[:-len('.index.seismic')]}.tmp-{os.getpid()}"
+            with native_stdout_to_stderr():
+                self.index.save(str(tmp))  # writes tmp + ".index.seismic"
+            os.replace(f"{tmp}.index.seismic", self.cache_file)
+
+    def _cache_key(self, stats: dict) -> str | None:
+        """SHA-256 over what the built index depends on: the postings' recorded digests and shape, the build
+        parameters and pyseismic's version. None (with a warning: nothing to key a cache on) when stats.json
+        records no digests, as in an index older than its checksums."""
+        import hashlib
+        from importlib.metadata import version
+
+        files = stats.get("files_sha256") or {}
+        missing = [f for f in ("offsets.npy", "postings_doc.npy", "postings_weight.npy") if f not in files]
+        if missing:
+            import logging
+
+            logging.getLogger(__name__).warning(
+                "%s: no SHA-256 recorded for %s: the Seismic index is built and not cached (rebuild the index with "
+                "lexray index to cache it)", self.index_dir / "stats.json", ", ".join(missing))
+            return None
+        key = {"files": {f: files[f] for f in ("offsets.npy", "postings_doc.npy", "postings_weight.npy")},
+               "n_docs": self.n_docs, "vocab_size": self.vocab_size, "build": self.build_params,
+               "pyseismic": version("pyseismic-lsr")}
+        return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]
 
     def search(self, q_ids: list[np.ndarray], q_weights: list[np.ndarray], k: int = 10,
                query_cut: int | None = None, heap_factor: float | None = None
