@@ -19,9 +19,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 export RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0
-# The two calls below share the 2 cores, so a process's OpenMP team (torch's intra-op threads: 2 in each pytest
-# process) often has one thread descheduled. libgomp's default then spins the other at every barrier for up to
-# ~300,000 iterations, CPU the other call needed. PASSIVE makes a waiting thread sleep at once. Measured
+# The two calls below share the 2 cores, so a process's OpenMP team often has one thread descheduled; libgomp's
+# default then spins the others at every barrier for up to ~300,000 iterations, CPU the other call needed (the
+# likely mechanism, not isolated: the pytest processes themselves run one intra-op thread, tests/conftest.py, and
+# which processes' teams spun was not identified). PASSIVE makes a waiting thread sleep at once. Measured
 # 2026-11-27 on fresh clones of 5bbeaee, quiet, one run each: 1,070 -> 994 s, and 761 -> 725 s with the
 # multi-node and fault tests left out; CPU time of the command's own processes -10 % in both pairs
 # (docs/operations.md, CI time). Inherited by every process the suite starts, Ray's included. lexray itself sets

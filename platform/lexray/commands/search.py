@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
                          "seismic (approximate, built in memory first)")
     ap.add_argument("--seismic-cache", metavar="DIR", help="with --backend seismic: keep the Seismic index it "
                     "builds in DIR and load it from there next time (minutes to build, seconds to load; the file is "
-                    "about 20 times the size of the lexray index)")
+                    "about 19 times the size of the lexray index)")
     ap.add_argument("--format", choices=FORMATS, default="text",
                     help="text (rank, doc id, score, title, snippet), json (one object per query per line) or "
                          "trec (qid Q0 doc_id rank score tag)")
@@ -176,12 +176,13 @@ def main(argv: list[str] | None = None) -> dict:
                  "building it in memory (--seismic-cache DIR keeps it for the next run)")
               + " ...", file=sys.stderr, flush=True)
     t_prep = time.perf_counter()
-    index.prepare(args.backend)
+    searcher = index.prepare(args.backend)
     if args.backend == "seismic":
-        seis = index._other("seismic")
-        done = "loaded from" if seis.source == "cache" else "built, saved to" if seis.cache_file else "built"
-        print(f"Seismic index {done}{' ' + str(seis.cache_file) if seis.cache_file else ''} in "
-              f"{time.perf_counter() - t_prep:.1f} s", file=sys.stderr)
+        if searcher.cache_file is None:
+            done = "built"
+        else:
+            done = f"{'loaded from' if searcher.source == 'cache' else 'built, saved to'} {searcher.cache_file}"
+        print(f"Seismic index {done} in {time.perf_counter() - t_prep:.1f} s", file=sys.stderr)
     load_s = time.perf_counter() - t0
     tag = run_tag(f"lexray-{args.backend}")
     enc_s = search_s = 0.0

@@ -52,7 +52,7 @@ SearchBackend = Literal["exact", "lucene", "seismic"]
 class MatchedTerm:
     """One query term a hit's document also holds: ``contribution = query_weight · doc_weight`` (float weights
     of the index; their sum over the matched terms is the exact score). ``token`` is the vocabulary entry
-    (``Ġbone`` in a byte-level BPE vocabulary), ``text`` what it reads as (``bone``; :meth:`Index.token_texts`)."""
+    (``Ġbone`` in a byte-level BPE vocabulary), ``text`` what it reads as (``bone``; :func:`readable_tokens`)."""
 
     term_id: int
     token: str
@@ -205,15 +205,6 @@ class Index:
             return [f"#{int(t)}" for t in term_ids]
         return list(self.encoder.tokenizer.convert_ids_to_tokens([int(t) for t in term_ids]))
 
-    def token_texts(self, term_ids: Sequence[int]) -> list[str]:
-        """What each term reads as: the tokenizer's decoding of the token alone, stripped (byte-level BPE:
-        ``Ġbone`` → ``bone``, ``ĠâĢĶ`` → ``—``; WordPiece keeps ``##ing``). The vocabulary entry itself where the
-        decoding shows nothing (a lone space or control byte), and ``"#<id>"`` when no model is known."""
-        toks = self.tokens(term_ids)
-        if self._model is None and self._encoder is None:
-            return toks
-        return readable_tokens(self.encoder.tokenizer, toks)
-
     # ------------------------------------------------------------------ search
     def encode(self, queries: Sequence[str]) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """Queries → sparse vectors ``(term ids int32, weights float32)`` per query, with the index's encoder
@@ -289,14 +280,14 @@ class Index:
         with self._kernel_lock:  # also the first call, which picks the threading layer
             return self.searcher.search(ids, ws, k=k)
 
-    def prepare(self, backend: SearchBackend = "exact") -> None:
+    def prepare(self, backend: SearchBackend = "exact"):
         """Load now what the first search would load: the encoder (when a model is known), the corpus offsets and
-        the backend's searcher (the JVM and Lucene index, or the in-memory Seismic index)."""
+        the backend's searcher (the JVM and Lucene index, or the Seismic index); returns that searcher
+        (:class:`lexray.index.search.ExactSearcher` for ``"exact"``)."""
         if self._model is not None:
             self.encoder  # noqa: B018 - loads it
         self.fields  # noqa: B018
-        if backend != "exact":
-            self._other(backend)
+        return self.searcher if backend == "exact" else self._other(backend)
 
     def _other(self, name: str):
         with self._lock:
@@ -363,8 +354,9 @@ class Index:
             j = a + int(np.searchsorted(s.postings_doc[a:b], doc_idx))
             if j < b and int(s.postings_doc[j]) == doc_idx:
                 found.append((t, w, float(s.postings_value[j])))
-        ids = [t for t, _, _ in found]
-        toks, texts = self.tokens(ids), self.token_texts(ids)
+        toks = self.tokens([t for t, _, _ in found])
+        no_model = self._model is None and self._encoder is None  # tokens are "#<id>": nothing to decode
+        texts = toks if no_model else readable_tokens(self.encoder.tokenizer, toks)
         terms_out = [MatchedTerm(t, tok, w, dw, text)
                      for (t, w, dw), tok, text in zip(found, toks, texts, strict=True)]
         return tuple(sorted(terms_out, key=lambda m: -m.contribution))
@@ -403,7 +395,7 @@ def open_index(path: str | os.PathLike, model: str | os.PathLike | ModelConfig |
             False skips it.
         seismic_cache: a folder where the ``"seismic"`` backend keeps the index it builds and loads it from next
             time (:class:`lexray.index.seismic.SeismicSearcher`'s ``cache``): 112 s to build against 3 s to load
-            on the default LACONIC job's index, for 781 MB of disk (20 times the index). None (default): built
+            on the default LACONIC job's index, for 781 MB of disk (19 times the index's 41 MB). None (default): built
             in memory, kept nowhere.
 
     Raises:
