@@ -19,6 +19,7 @@ import json
 import time
 from pathlib import Path
 
+from lexray.commands.common import select_rows
 from lexray.paths import default_output_dir
 from lexray.vocab import cai_ablation as ab
 
@@ -46,14 +47,7 @@ def _select(ap: argparse.ArgumentParser, args) -> list[ab.Row]:
         if bad:
             ap.error(f"--tables: unknown part(s) {', '.join(bad)}; parts: {', '.join(ab.TITLES)}")
         rows = [r for r in rows if r.table in tables]
-    if args.rows:
-        names = [n.strip() for n in args.rows.split(",") if n.strip()]
-        known = {r.name: r for r in rows}
-        unknown = [n for n in names if n not in known]
-        if unknown:
-            ap.error(f"--rows: unknown row(s) {', '.join(unknown)}; rows: {', '.join(known)}")
-        rows = [known[n] for n in names]
-    return rows
+    return select_rows(ap, rows, args.rows)
 
 
 def main(argv: list[str] | None = None) -> list[dict]:

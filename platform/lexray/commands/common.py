@@ -2,14 +2,31 @@
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TypeVar
+
+R = TypeVar("R")
 
 
 def setup_logging() -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+
+
+def select_rows(ap: argparse.ArgumentParser, rows: Sequence[R], spec: str | None) -> list[R]:
+    """The rows an ablation command's ``--rows a,b,c`` names, in the order given (all of ``rows`` when ``spec`` is
+    empty). Each row has a ``name``. An unknown name is a usage error (``ap.error``: exit status 2) that names
+    every unknown one and lists the known rows."""
+    if not spec:
+        return list(rows)
+    known = {r.name: r for r in rows}
+    names = [n.strip() for n in spec.split(",") if n.strip()]
+    if unknown := [n for n in names if n not in known]:
+        ap.error(f"--rows: unknown row(s) {', '.join(unknown)}; rows: {', '.join(known)}")
+    return [known[n] for n in names]
 
 
 def validate_metrics(names: Iterable[str]) -> None:

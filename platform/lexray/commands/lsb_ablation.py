@@ -17,6 +17,7 @@ import sys
 import time
 from pathlib import Path
 
+from lexray.commands.common import select_rows
 from lexray.eval import lsb_ablation as ab
 from lexray.paths import REPO_ROOT, default_output_dir
 
@@ -36,13 +37,7 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap.add_argument("--force", action="store_true", help="rerun rows that are done already")
     args = ap.parse_args(argv)
     out = (args.out or default_output_dir() / "lsb-ablation").resolve()
-    rows = ab.rows()
-    if args.rows:
-        known = {r.name: r for r in rows}
-        names = [n.strip() for n in args.rows.split(",") if n.strip()]
-        if unknown := [n for n in names if n not in known]:
-            ap.error(f"--rows: unknown row(s) {', '.join(unknown)}; rows: {', '.join(known)}")
-        rows = [known[n] for n in names]
+    rows = select_rows(ap, ab.rows(), args.rows)
     from lexray.paths import resolve_local
 
     dataset = str(resolve_local(args.dataset) or args.dataset)

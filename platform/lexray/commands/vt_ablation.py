@@ -18,6 +18,7 @@ import json
 import time
 from pathlib import Path
 
+from lexray.commands.common import select_rows
 from lexray.paths import default_output_dir
 from lexray.vocab import ablation
 
@@ -44,14 +45,8 @@ def main(argv: list[str] | None = None) -> list[dict]:
     ap = build_parser()
     args = ap.parse_args(argv)
     out = (args.out or default_output_dir() / "vt-t3").resolve()
-    rows = ablation.table3_rows(ablation.native_overrides(args.migrate_config, tuple(args.set_migrate)))
-    if args.rows:
-        names = [n.strip() for n in args.rows.split(",") if n.strip()]
-        known = {r.name: r for r in rows}
-        unknown = [n for n in names if n not in known]
-        if unknown:
-            ap.error(f"--rows: unknown row(s) {', '.join(unknown)}; rows: {', '.join(known)}")
-        rows = [known[n] for n in names]
+    rows = select_rows(ap, ablation.table3_rows(ablation.native_overrides(args.migrate_config,
+                                                                          tuple(args.set_migrate))), args.rows)
     kw = dict(migrate_recipe=args.migrate_config, finetune_recipe=args.finetune_config,
               migrate_sets=tuple(args.set_migrate), finetune_sets=tuple(args.set_finetune))
     if args.dry_run:

@@ -19,11 +19,10 @@ from typing import Any
 import torch
 
 from lexray.config import LexrayConfig
-from lexray.data.collate import collate
 from lexray.losses import gather_with_grad, infonce_loss
 from lexray.train.checkpoint import TrainerState
 from lexray.train.runner import PhaseSteps
-from lexray.train.splade import setup_phase_training, train_step
+from lexray.train.splade import setup_phase_training, step_batches, train_step
 from lexray.train.strategies import rank, world_size
 
 
@@ -77,12 +76,8 @@ class DensePhase(PhaseSteps):
 
     def step(self, step: int) -> dict[str, Any]:
         """Collate this worker's micro-batches of ``step``, one GradCache step with :meth:`loss`."""
-        phase = self.phase
-        epoch, s = self.sampler.position(step)
-        batches = [collate([self.dataset.example(int(i), epoch) for i in mb], self.encoder.tokenize,
-                           phase.query_max_length, phase.doc_max_length)
-                   for mb in self.sampler.micro_batches(epoch, s, self.rank)]
-        out = train_step(self.strategy, batches, phase, 0.0, 0.0, True, self.device, self.autocast,
+        epoch, batches = step_batches(self, step)
+        out = train_step(self.strategy, batches, self.phase, 0.0, 0.0, True, self.device, self.autocast,
                          loss_fn=self.loss)
         out["epoch"] = epoch
         return out

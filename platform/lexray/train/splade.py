@@ -217,6 +217,18 @@ def setup_phase_training(steps: PhaseSteps, cfg: LexrayConfig, encoder, device: 
     steps.eval_every = steps.evaluator.every if steps.evaluator is not None else None
 
 
+def step_batches(steps: PhaseSteps, step: int) -> tuple[int, list[Batch]]:
+    """``(epoch, micro-batches)`` of optimizer step ``step`` (0-based) on this worker: the sampler's examples of
+    its rank, collated with the encoder's tokenizer at the phase's query/document lengths. For phases built by
+    :func:`setup_phase_training` (which sets ``dataset`` and ``sampler``; ``encoder``, ``phase`` and ``rank`` are
+    the phase's own)."""
+    phase = steps.phase
+    epoch, s = steps.sampler.position(step)
+    return epoch, [collate([steps.dataset.example(int(i), epoch) for i in mb], steps.encoder.tokenize,
+                           phase.query_max_length, phase.doc_max_length)
+                   for mb in steps.sampler.micro_batches(epoch, s, steps.rank)]
+
+
 class SparsePhase(PhaseSteps):
     """Phase ``state.phase`` of ``cfg.train.phases``: ranking loss + FLOPS / L1 regularizer on sparse
     representations (:func:`objective`), one :func:`train_step` per optimizer step, the LoRA-merged encoder
@@ -248,10 +260,7 @@ class SparsePhase(PhaseSteps):
     def step(self, step: int) -> dict[str, Any]:
         """Collate this worker's micro-batches of ``step``, the λ in force, one :func:`train_step`."""
         phase = self.phase
-        epoch, s = self.sampler.position(step)
-        batches = [collate([self.dataset.example(int(i), epoch) for i in mb], self.encoder.tokenize,
-                           phase.query_max_length, phase.doc_max_length)
-                   for mb in self.sampler.micro_batches(epoch, s, self.rank)]
+        epoch, batches = step_batches(self, step)
         lam_q, lam_d = self.lam(step + 1)
         out = train_step(self.strategy, batches, phase, lam_q, lam_d, self.cfg.train.gather_negatives,
                          self.device, self.autocast)

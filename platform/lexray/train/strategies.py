@@ -152,7 +152,12 @@ class Strategy:
         ranks. A collective for fsdp and ZeRO-3 (every rank must call it)."""
         raise NotImplementedError
 
-    # --- shared torch-optimizer helpers (ddp, fsdp)
+
+class TorchStrategy(Strategy):
+    """What ddp and fsdp share: torch AdamW with the cosine schedule (built by the subclass once the module is
+    wrapped), its step, and a ``torch.distributed.checkpoint`` of model + optimizer (see the module docstring).
+    DeepSpeed brings its own optimizer and checkpoints."""
+
     def _make_optimizer(self) -> None:
         """torch AdamW over :func:`param_groups` + the cosine schedule with linear warm-up."""
         from transformers import get_cosine_schedule_with_warmup
@@ -160,8 +165,9 @@ class Strategy:
         self.optimizer = torch.optim.AdamW(param_groups(self.module, self.weight_decay), lr=self.lr0)
         self.scheduler = get_cosine_schedule_with_warmup(self.optimizer, self.warmup, self.total_steps)
 
-    def _torch_step(self) -> float:
-        """Clip (or only measure: ``inf``), step, schedule, zero; a DTensor norm (FSDP) is gathered first."""
+    def step(self) -> float:
+        """:meth:`Strategy.step` with torch AdamW: clip (or only measure: ``inf``), step, schedule, zero; a DTensor
+        norm (FSDP) is gathered first."""
         params = [p for p in self.module.parameters() if p.requires_grad]
         if self.max_grad_norm:
             norm = torch.nn.utils.clip_grad_norm_(params, self.max_grad_norm)
@@ -174,7 +180,7 @@ class Strategy:
         self.optimizer.zero_grad(set_to_none=True)
         return float(norm)
 
-    def _dcp_save(self, directory: Path) -> None:
+    def save(self, directory: Path) -> None:
         """``torch.distributed.checkpoint`` of model + optimizer in ``dcp/`` (each rank its shard; works with gloo
         on CPU), the scheduler in ``scheduler.pt`` (rank 0)."""
         import torch.distributed.checkpoint as dcp
@@ -185,7 +191,7 @@ class Strategy:
         if rank() == 0:
             torch.save(self.scheduler.state_dict(), directory / "scheduler.pt")
 
-    def _dcp_load(self, directory: Path) -> None:
+    def load(self, directory: Path) -> None:
         """Load ``dcp/`` into this rank's model and optimizer (re-sharded to the current layout) and the
         scheduler from ``scheduler.pt``."""
         import torch.distributed.checkpoint as dcp
@@ -199,7 +205,7 @@ class Strategy:
         self.scheduler.load_state_dict(torch.load(directory / "scheduler.pt", weights_only=False))
 
 
-class DDPStrategy(Strategy):
+class DDPStrategy(TorchStrategy):
     """Every worker holds the full model; DDP all-reduces (averages) gradients, on CPU over gloo. With one
     worker the module is used unwrapped (no process group needed: the in-process references)."""
 
@@ -223,18 +229,6 @@ class DDPStrategy(Strategy):
             return contextlib.nullcontext()
         return self.model.no_sync()
 
-    def step(self) -> float:
-        """:meth:`Strategy.step` with torch AdamW (``_torch_step``)."""
-        return self._torch_step()
-
-    def save(self, directory: Path) -> None:
-        """A DCP checkpoint in ``dcp/`` + ``scheduler.pt`` (see the module docstring)."""
-        self._dcp_save(directory)
-
-    def load(self, directory: Path) -> None:
-        """Read back what :meth:`save` wrote."""
-        self._dcp_load(directory)
-
     def full_state_dict(self):
         """The module's state dict copied to CPU on rank 0 (every rank holds it; no collective)."""
         if rank() != 0:
@@ -242,7 +236,7 @@ class DDPStrategy(Strategy):
         return {k: v.detach().cpu().clone() for k, v in self.module.state_dict().items()}
 
 
-class FSDPStrategy(Strategy):
+class FSDPStrategy(TorchStrategy):
     """FSDP2: parameters sharded per transformer layer (``layers``) and at the root, gathered per layer for
     forward and backward; gradients reduce-scattered (averaged). Needs a process group (gloo on CPU)."""
 
@@ -264,18 +258,6 @@ class FSDPStrategy(Strategy):
         micro-batch."""
         self.model.set_requires_gradient_sync(last)
         return contextlib.nullcontext()
-
-    def step(self) -> float:
-        """:meth:`Strategy.step` with torch AdamW (``_torch_step``)."""
-        return self._torch_step()
-
-    def save(self, directory: Path) -> None:
-        """A DCP checkpoint in ``dcp/`` + ``scheduler.pt`` (see the module docstring)."""
-        self._dcp_save(directory)
-
-    def load(self, directory: Path) -> None:
-        """Read back what :meth:`save` wrote."""
-        self._dcp_load(directory)
 
     def full_state_dict(self):
         """Gather the shards into full CPU tensors (a collective: every rank calls it); rank 0 keeps them."""
