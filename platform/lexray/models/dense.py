@@ -23,11 +23,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-import numpy as np
 import torch
 from pydantic import BaseModel, ConfigDict, Field
 from torch import nn
 
+from lexray.models.batching import encode_batched
 from lexray.models.bridge import BridgeConfigError, LexSemBridge
 
 DENSE_SETTINGS_FILE = "lexray_dense.json"
@@ -171,26 +171,9 @@ class DenseEncoder(nn.Module):
     def encode(self, texts: Sequence[str], kind: Kind = "document", batch_size: int = 32,
                device: str | torch.device | None = None, show_progress: bool = False) -> torch.Tensor:
         """(N, d) float32 on CPU in input order, L2-normalised when ``similarity == "cosine"``; length-sorted
-        batches, no gradients."""
-        was_training = self.training
-        self.eval()
-        if device is not None:
-            self.to(device)
-        order = np.argsort([-len(t) for t in texts], kind="stable")
-        out = torch.zeros(len(texts), self.dim)
-        it = range(0, len(texts), batch_size)
-        if show_progress:
-            from tqdm.auto import tqdm
-
-            it = tqdm(it, desc=f"encode {kind}s", unit="batch")
-        for s in it:
-            idx = order[s:s + batch_size]
-            batch = self.tokenize([texts[i] for i in idx], kind)
-            out[torch.as_tensor(idx)] = self.finish(self(**{k: v.to(self.device) for k, v in batch.items()},
-                                                         kind=kind)).cpu()
-        if was_training:
-            self.train()
-        return out
+        batches, no gradients; a tokenless text gets the zero vector (:func:`lexray.models.batching.encode_batched`).
+        """
+        return encode_batched(self, texts, kind, self.dim, batch_size, device, show_progress, finish=self.finish)
 
     def finish(self, reps: torch.Tensor) -> torch.Tensor:
         """Vectors as they are searched: L2-normalised for cosine similarity (Eq. 2), else unchanged."""

@@ -33,6 +33,7 @@ from lexray.models.backbones import (
     resolve_model_dir,
     transformer_layers,
 )
+from lexray.models.batching import encode_batched
 from lexray.models.fused_head import VocabProjection, fused_splade_max_pool, vocab_projection
 from lexray.models.head import rescale_mlm_head
 from lexray.models.pooling import splade_max_pool
@@ -252,28 +253,7 @@ class SparseEncoder(nn.Module):
         adds no special token: SmolLM2's) gets the zero vector, as it does when padded beside longer texts; a
         batch of such texts alone is not run through the model (a length-0 input fails in its attention).
         """
-        was_training = self.training
-        self.eval()
-        if device is not None:
-            self.to(device)
-        dev = self.device
-        order = np.argsort([-len(t) for t in texts], kind="stable")
-        out = torch.zeros(len(texts), self.vocab_size)
-        it = range(0, len(texts), batch_size)
-        if show_progress:
-            from tqdm.auto import tqdm
-
-            it = tqdm(it, desc=f"encode {kind}s", unit="batch")
-        for s in it:
-            idx = order[s:s + batch_size]
-            batch = self.tokenize([texts[i] for i in idx], kind)
-            if batch["input_ids"].shape[1] == 0:  # every text of the batch is tokenless: zero vectors
-                continue
-            reps = self(**{k: v.to(dev) for k, v in batch.items()}, kind=kind)
-            out[torch.as_tensor(idx)] = reps.float().cpu()
-        if was_training:
-            self.train()
-        return out
+        return encode_batched(self, texts, kind, self.vocab_size, batch_size, device, show_progress)
 
     def encode_sparse(self, texts: Sequence[str], kind: Kind = "document", batch_size: int = 32,
                       top_k: int | None = None, threshold: float = 0.0, device=None
