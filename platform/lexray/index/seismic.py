@@ -114,7 +114,8 @@ class SeismicSearcher:
         from importlib.metadata import version
 
         files = stats.get("files_sha256") or {}
-        missing = [f for f in ("offsets.npy", "postings_doc.npy", "postings_weight.npy") if f not in files]
+        postings = ("offsets.npy", "postings_doc.npy", "postings_weight.npy")  # what the build reads
+        missing = [f for f in postings if f not in files]
         if missing:
             import logging
 
@@ -122,7 +123,7 @@ class SeismicSearcher:
                 "%s: no SHA-256 recorded for %s: the Seismic index is built and not cached (rebuild the index with "
                 "lexray index to cache it)", self.index_dir / "stats.json", ", ".join(missing))
             return None
-        key = {"files": {f: files[f] for f in ("offsets.npy", "postings_doc.npy", "postings_weight.npy")},
+        key = {"files": {f: files[f] for f in postings},
                "n_docs": self.n_docs, "vocab_size": self.vocab_size, "build": self.build_params,
                "pyseismic": version("pyseismic-lsr")}
         return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:32]

@@ -167,7 +167,6 @@ class DenseEncoder(nn.Module):
             e = q_lex if self.settings.lexical_only else e * q_lex
         return e
 
-    @torch.no_grad()
     def encode(self, texts: Sequence[str], kind: Kind = "document", batch_size: int = 32,
                device: str | torch.device | None = None, show_progress: bool = False) -> torch.Tensor:
         """(N, d) float32 on CPU in input order, L2-normalised when ``similarity == "cosine"``; length-sorted

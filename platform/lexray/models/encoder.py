@@ -243,7 +243,6 @@ class SparseEncoder(nn.Module):
         return out
 
     # ------------------------------------------------------------------ inference helpers
-    @torch.no_grad()
     def encode(self, texts: Sequence[str], kind: Kind = "document", batch_size: int = 32,
                device: str | torch.device | None = None, show_progress: bool = False) -> torch.Tensor:
         """Encode texts without gradients; returns (N, |V|) float32 on CPU, in input order.
