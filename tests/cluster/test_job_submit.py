@@ -13,6 +13,7 @@ Runs with the multi-node tests (``-m cluster``): it starts a Ray cluster of its 
 from __future__ import annotations
 
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -46,9 +47,17 @@ STOP_WAIT_S = 3
 """Ray's default ``RAY_JOB_STOP_WAIT_TIME_S``: SIGTERM, then SIGKILL this long after (the head keeps Ray's default)."""
 
 
+TOKEN = secrets.token_hex(32)
+"""The head's token (``RAY_AUTH_TOKEN``), handed to the head and to every ``ray`` call. Why not Ray's default file:
+with ``RAY_AUTH_MODE=token``, ``ray start`` refuses to start unless a token exists (``~/.ray/auth_token``), and
+only a local ``ray.init`` creates that file. On a fresh machine where this test ran before any other Ray
+(``tests/cluster`` alone, 2026-11-28) the head never started; in the README command an earlier test's Ray had made
+the file. Now the test does not depend on the order."""
+
+
 def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": str(REPO_ROOT / "platform"), "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0",
-            "RAY_AUTH_MODE": "token", "RAY_USAGE_STATS_ENABLED": "0"}
+            "RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": TOKEN, "RAY_USAGE_STATS_ENABLED": "0"}
 
 
 def _ray(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
