@@ -65,13 +65,17 @@ def _ray(*args: str, timeout: float = 120) -> subprocess.CompletedProcess:
     return subprocess.run([ray_cli, *args], env=_env(), capture_output=True, text=True, timeout=timeout)
 
 
-def _processes_of(temp_dir: str) -> list[psutil.Process]:
+def _processes_of(temp_dir: str, gcs_port: int) -> list[psutil.Process]:
     """The head's processes: every one whose command line names its own temporary folder (GCS, raylet,
-    dashboard, agents, monitors), and their descendants (workers, the job's driver)."""
+    dashboard, agents, monitors) or its GCS address (the Ray client server, ``ray.util.client.server``, which
+    names neither the folder nor a parent that is still alive: without this it outlived the teardown by ~100 s,
+    2026-11-28), and their descendants (workers, the job's driver)."""
     roots = []
+    marks = (temp_dir, f"--address=127.0.0.1:{gcs_port}")
     for p in psutil.process_iter(["cmdline"]):
         try:
-            if temp_dir in " ".join(p.info["cmdline"] or []):
+            line = " ".join(p.info["cmdline"] or [])
+            if any(m in line for m in marks):
                 roots.append(p)
         except psutil.Error:
             continue
@@ -100,7 +104,7 @@ def ray_head():
         assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
         yield f"http://127.0.0.1:{dash}"
     finally:
-        procs = _processes_of(temp_dir)
+        procs = _processes_of(temp_dir, gcs)
         for p in procs:
             try:
                 p.terminate()
