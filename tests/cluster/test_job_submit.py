@@ -51,7 +51,7 @@ TOKEN = secrets.token_hex(32)
 """The head's token (``RAY_AUTH_TOKEN``), handed to the head and to every ``ray`` call. Why not Ray's default file:
 with ``RAY_AUTH_MODE=token``, ``ray start`` refuses to start unless a token exists (``~/.ray/auth_token``), and
 only a local ``ray.init`` creates that file. On a fresh machine where this test ran before any other Ray
-(``tests/cluster`` alone, 2026-11-28) the head never started; in the README command an earlier test's Ray had made
+(the multi-node test files alone, 2026-11-28) the head never started; in the README command an earlier test's Ray had made
 the file. Now the test does not depend on the order."""
 
 
